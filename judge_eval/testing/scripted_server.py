@@ -1,0 +1,789 @@
+"""A scripted OpenAI-compatible chat-completions server for tests (standard library only).
+
+It listens on 127.0.0.1 in a background thread and answers judge_eval's two prompts
+(``decompose`` and ``judge_chunk``, see ``judge_eval/prompts/``) from a :class:`Scenario`
+table, so the judge client is exercised through the real ``openai`` client and real HTTP::
+
+    scenario = Scenario(
+        decompositions={"Paris is the capital. It has 2M people.": ["Paris is the capital.",
+                                                                     "Paris has 2M people."]},
+        verdicts={"Paris, capital of France, has 2M people.":
+                  ChunkScript(supports=["Paris has 2M people."], grade=2)},
+    )
+    with ScriptedServer(scenario, faults=[Fault("429", share=0.3, retry_after=0.05)]) as server:
+        client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+        ...
+        assert server.completions == 2
+
+Endpoints
+---------
+``POST /v1/chat/completions`` (also ``/chat/completions``) and ``GET /v1/models``
+(also ``/models``). Answers have the exact OpenAI shape; token counts are estimated as
+``ceil(chars / 4)`` (prompt: the characters of all message contents; completion: of the
+answer content).
+
+Recognising prompts
+-------------------
+The *last user message* decides:
+
+* a ``<reference>`` block -> decompose; answer ``{"statements": [...]}``. The reference is
+  looked up in ``Scenario.decompositions`` (keys compared after
+  :func:`judge_eval.judge.prompts.quote_data`, surrounding whitespace ignored); an unknown
+  reference is split at sentence ends (``.``, ``!``, ``?`` followed by whitespace).
+* a ``<chunk>`` block with ``Question: ...`` and ``Statements:`` (``[n] text`` lines, or
+  ``(none)``) -> judge_chunk; answer ``{"supports": [{"statement": n, "evidence": quote}],
+  "grade": g, "reason": "..."}``. The chunk is looked up in ``Scenario.verdicts``; the script
+  names supported statements by TEXT and the server maps them to the numbers used in this
+  prompt (script statements absent from the prompt are ignored; a text present twice yields
+  both numbers). Unknown chunks: no support, ``Scenario.default_grade``.
+* anything else -> HTTP 400 (OpenAI error shape).
+
+Output modes (``response_format``)
+----------------------------------
+* ``{"type": "json_schema", ...}`` -> plain JSON content; with ``refuse_json_schema=True``
+  the server rejects it like llama.cpp's server rejects a schema it cannot convert to a
+  grammar (see :data:`LLAMACPP_SCHEMA_REFUSAL`).
+* ``{"type": "json_object"}`` -> plain JSON content; with ``refuse_json_object=True`` a 400
+  in the same llama.cpp shape, so a client has to fall back to text mode.
+* no ``response_format`` (or ``{"type": "text"}``) -> prose around a ```json code fence; the
+  client must extract the JSON.
+
+Faults
+------
+Each :class:`Fault` selects a deterministic share of *distinct requests*: a request is
+selected when ``sha256(server seed, fault seed, messages key)`` mapped to [0, 1) is below
+``share`` (so the selected share is approximately ``share`` over many requests, exactly the
+same set on every run, and two faults with equal seeds and shares select the same requests).
+
+Attempts are counted per **full-body key** (:func:`body_key`: the canonical JSON of the whole
+request body, nothing excluded). The openai client re-sends an identical body on retry, so a
+retry is the next attempt of the same request; a body that differs in anything (another
+``response_format`` after a refusal, another ``seed``/``temperature`` for a second sample, a
+repair turn) is a new request whose attempts start again at 1.
+
+For attempt ``n`` of a request, the faults that apply to it (selected, matching ``only``;
+``invented_evidence`` applies to judge_chunk only) are laid out one after the other in list
+order, each over ``times`` attempts: with ``[Fault("429", times=2), Fault("500")]`` attempts
+1-2 get 429, attempt 3 gets 500, attempt 4 succeeds. ``times=10**9`` never lets it succeed.
+
+Kinds: ``"429"`` (with a ``Retry-After`` header in seconds, possibly fractional, when
+``retry_after`` is given), ``"500"``, ``"503"``, ``"400"``, ``"401"``, ``"hang"`` (wait
+``hang_seconds`` before answering normally; interrupted and unanswered at shutdown, and not
+answered when the client has gone), ``"drop"`` (close the connection without any response),
+``"malformed"`` (200, content that is not JSON), ``"truncated"`` (200, the normal content cut
+in half, ``finish_reason="length"``), ``"wrong_schema"`` (200, valid JSON of the wrong shape:
+``{"answer": "yes"}``), ``"invented_evidence"`` (200, judge_chunk answer whose support claims
+quote ``"the moon is made of cheese"``; when the script supports nothing, it claims
+statement 1 with that quote).
+
+Accounting
+----------
+``requests`` logs every chat request (dicts with ``body``, ``headers`` (lower-cased),
+``fault``, ``status`` (``None`` when no response was sent), plus ``path``, ``kind``
+(``"decompose"``/``"judge_chunk"``/``None``), ``key`` (messages key), ``attempt``).
+``completions`` and ``served_keys`` count only clean answers: status 200 without a fault.
+``usage`` sums the token counts of every 200 answer (faulty ones included), as a client that
+adds up ``response.usage`` would see them. All counters are guarded by one lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import select
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterable
+
+from judge_eval.judge.prompts import quote_data
+
+FAULT_KINDS = frozenset(
+    {
+        "429",
+        "500",
+        "503",
+        "400",
+        "401",
+        "hang",
+        "drop",
+        "malformed",
+        "truncated",
+        "wrong_schema",
+        "invented_evidence",
+    }
+)
+
+#: Evidence quoted by the ``invented_evidence`` fault; never a substring of a sane chunk.
+INVENTED_EVIDENCE = "the moon is made of cheese"
+
+#: Content of the ``malformed`` fault: no valid JSON value can be extracted from it.
+MALFORMED_CONTENT = '{"statements": [oops, this is not JSON'
+
+#: Content (as JSON) of the ``wrong_schema`` fault.
+WRONG_SCHEMA_ANSWER = {"answer": "yes"}
+
+#: How llama.cpp's server (``llama-server``) refuses a ``json_schema`` response_format that it
+#: cannot turn into a grammar. Since ggml-org/llama.cpp PR #17572 ("Server: Change Invalid
+#: Schema from Server Error (500) to User Error (400)", merged 2025-11) the status is 400 and
+#: the body is ``{"error": {"code": 400, "message": "JSON schema conversion failed:\n...",
+#: "type": "invalid_request_error"}}``: ``format_error_response`` in
+#: tools/server/server-common.cpp maps ERROR_TYPE_INVALID_REQUEST to code 400 /
+#: "invalid_request_error", and a logged real body is quoted in browseros-ai/BrowserOS issue
+#: #255: ``{"error":{"code":400,"message":"JSON schema conversion failed:\nUnrecognized schema:
+#: {\"description\":\"Arguments for the tool (JSON object)\"}","type":"invalid_request_error"}}``.
+#: (Older builds answered the same shape with code 500 / "server_error".)
+LLAMACPP_SCHEMA_REFUSAL = "JSON schema conversion failed:\nUnrecognized schema: {schema}"
+
+#: Message of the json_object refusal (same llama.cpp shape; modelled on llama.cpp's
+#: ``response_format type must be one of "text" or "json_object", but got: ...``).
+JSON_OBJECT_REFUSAL = 'response_format type must be one of "text" or "json_schema", but got: json_object'
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def messages_key(messages: Any) -> str:
+    """Canonical key of a request's ``messages``: sha256 hex of their canonical JSON (sorted
+    keys, no whitespace). Keys of :attr:`ScriptedServer.served_keys`; selects faults."""
+    return hashlib.sha256(_canonical_json(messages).encode("utf-8")).hexdigest()
+
+
+def body_key(body: Any) -> str:
+    """Canonical key of a whole request body (nothing excluded): attempts are counted per
+    this key, so an identical re-sent body is the next attempt of the same request."""
+    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def estimate_tokens(chars: int) -> int:
+    """Token estimate used in ``usage``: ``ceil(chars / 4)``."""
+    return math.ceil(chars / 4)
+
+
+@dataclass
+class ChunkScript:
+    """How the scripted judge answers for one chunk.
+
+    ``supports``: statement TEXTS the chunk supports (mapped to the prompt's numbers).
+    ``grade``: 0..3. ``evidence``: statement text -> quote; a statement without an entry gets
+    :func:`default_evidence` (a verbatim sentence of the chunk).
+    """
+
+    supports: list[str] = field(default_factory=list)
+    grade: int = 0
+    evidence: dict[str, str] | None = None
+
+
+@dataclass
+class Scenario:
+    """What the scripted judge knows: reference -> statements, chunk text -> verdict."""
+
+    decompositions: dict[str, list[str]] = field(default_factory=dict)
+    verdicts: dict[str, ChunkScript] = field(default_factory=dict)
+    default_grade: int = 0
+
+
+@dataclass
+class Fault:
+    """A fault injected into a deterministic share of requests (see module docstring).
+
+    kind: one of :data:`FAULT_KINDS`. share: fraction of distinct requests selected (by hash
+    of the messages, ``seed`` and the server's seed). times: how many attempts of a selected
+    request get the fault. retry_after: seconds for the ``Retry-After`` header of a 429.
+    only: restrict to ``"decompose"`` or ``"judge_chunk"`` requests. hang_seconds: how long
+    a ``hang`` waits before answering.
+    """
+
+    kind: str
+    share: float = 1.0
+    times: int = 1
+    retry_after: float | None = None
+    seed: int = 0
+    only: str | None = None
+    hang_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        self.kind = str(self.kind)
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; expected one of {sorted(FAULT_KINDS)}")
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"fault share must be in [0, 1], got {self.share}")
+        if self.times < 0:
+            raise ValueError(f"fault times must be >= 0, got {self.times}")
+        if self.only not in (None, "decompose", "judge_chunk"):
+            raise ValueError(f"fault only= must be None, 'decompose' or 'judge_chunk', got {self.only!r}")
+
+    def selects(self, key: str, server_seed: int = 0) -> bool:
+        """Whether this fault selects the request with messages key ``key``:
+        ``u = first 8 bytes of sha256(f"{server_seed}:{seed}:{key}") / 2**64`` and
+        ``u < share`` (share 1 selects all, share 0 none)."""
+        if self.share >= 1.0:
+            return True
+        if self.share <= 0.0:
+            return False
+        digest = hashlib.sha256(f"{server_seed}:{self.seed}:{key}".encode("utf-8")).digest()
+        return int.from_bytes(digest[:8], "big") / 2.0**64 < self.share
+
+    def applies_to(self, kind: str | None) -> bool:
+        """Whether this fault can hit a request of prompt kind ``kind``."""
+        if self.kind == "invented_evidence" and kind != "judge_chunk":
+            return False
+        return self.only is None or self.only == kind
+
+
+# --------------------------------------------------------------------------------------
+# Prompt parsing and scripted answers
+# --------------------------------------------------------------------------------------
+
+_REFERENCE = re.compile(r"<reference>\n(?P<data>.*)\n</reference>", re.S)
+_CHUNK = re.compile(r"<chunk>\n(?P<data>.*)\n</chunk>", re.S)
+_QUESTION = re.compile(r"^Question: ?(?P<q>.*)$", re.M)
+_STATEMENTS = re.compile(r"^Statements:\n(?P<block>.*?)\n\n<chunk>", re.S | re.M)
+_NUMBERED = re.compile(r"^\[(?P<n>\d+)\] ?(?P<text>.*)$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\w+")
+
+
+def _unquote(text: str, tag: str) -> str:
+    """Inverse of :func:`quote_data` (up to data that already contained ``</ tag>``)."""
+    return text.replace(f"</ {tag}>", f"</{tag}>").replace(f"< {tag}>", f"<{tag}>")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: split after ``.``, ``!`` or ``?`` followed by whitespace, and at
+    line breaks; stripped, empty pieces dropped."""
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(p.strip() for p in _SENTENCE_END.split(line) if p.strip())
+    return out
+
+
+def default_evidence(chunk: str, statement: str) -> str:
+    """A verbatim quote of ``chunk`` for ``statement``: among the chunk's sentences and their
+    clauses (split at ``,``/``;``/``:``), the one sharing most distinct lower-cased words with
+    the statement; ties go to the longer piece, then the earlier one. Always a substring of
+    ``chunk`` (the stripped chunk itself when it has no words)."""
+    words = set(_WORD.findall(statement.lower()))
+    candidates: list[str] = []
+    for sentence in split_sentences(chunk):
+        candidates.append(sentence)
+        candidates.extend(p.strip() for p in re.split(r"[,;:]\s", sentence) if p.strip())
+    best, best_score = chunk.strip(), (-1, -1)
+    for i, piece in enumerate(candidates):
+        score = (len(words & set(_WORD.findall(piece.lower()))), len(piece))
+        if score > best_score:
+            best, best_score = piece, score
+    return best
+
+
+@dataclass
+class _Parsed:
+    kind: str  # "decompose" | "judge_chunk"
+    reference: str = ""
+    question: str = ""
+    statements: list[str] = field(default_factory=list)
+    chunk: str = ""  # as it appears in the prompt (quoted)
+
+
+def parse_prompt(messages: Any) -> _Parsed | None:
+    """Recognise judge_eval's prompts from the last user message; ``None`` if unknown."""
+    if not isinstance(messages, list):
+        return None
+    user = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not user:
+        return None
+    content = user[-1].get("content")
+    if isinstance(content, list):  # content parts
+        content = "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    if not isinstance(content, str):
+        return None
+    chunk = _CHUNK.search(content)
+    question = _QUESTION.search(content)
+    block = _STATEMENTS.search(content)
+    if chunk and question and block:
+        statements: list[str] = []
+        lines = block.group("block").split("\n")
+        if [ln.strip() for ln in lines] != ["(none)"]:
+            for line in lines:
+                m = _NUMBERED.match(line)
+                if m and int(m.group("n")) == len(statements) + 1:
+                    statements.append(m.group("text"))
+                elif statements:  # a statement with a line break in it
+                    statements[-1] += "\n" + line
+                else:
+                    return None
+        return _Parsed(
+            "judge_chunk",
+            question=question.group("q"),
+            statements=statements,
+            chunk=chunk.group("data"),
+        )
+    reference = _REFERENCE.search(content)
+    if reference:
+        return _Parsed("decompose", reference=reference.group("data"))
+    return None
+
+
+class _Script:
+    """Scenario tables keyed the way the data appears inside the prompts."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.references = {
+            quote_data(k, "reference").strip(): list(v) for k, v in scenario.decompositions.items()
+        }
+        self.chunks = {
+            quote_data(k, "chunk").strip(): (k, v) for k, v in scenario.verdicts.items()
+        }
+
+    def decompose(self, p: _Parsed) -> dict[str, Any]:
+        key = p.reference.strip()
+        if key in self.references:
+            return {"statements": list(self.references[key])}
+        return {"statements": split_sentences(_unquote(p.reference, "reference"))}
+
+    def judge_chunk(self, p: _Parsed) -> dict[str, Any]:
+        found = self.chunks.get(p.chunk.strip())
+        if found is None:
+            grade = self.scenario.default_grade
+            return {"supports": [], "grade": grade, "reason": f"scripted: unknown chunk, grade {grade}"}
+        chunk_text, script = found
+        evidence = script.evidence or {}
+        wanted = {s.strip(): s for s in script.supports}
+        supports = []
+        for n, text in enumerate(p.statements, start=1):
+            original = wanted.get(text.strip())
+            if original is None:
+                continue
+            quote = evidence.get(original)
+            if quote is None:
+                quote = default_evidence(chunk_text, original)
+            supports.append({"statement": n, "evidence": quote})
+        numbers = [s["statement"] for s in supports]
+        return {
+            "supports": supports,
+            "grade": script.grade,
+            "reason": f"scripted: supports statements {numbers}" if numbers else "scripted: supports no statement",
+        }
+
+
+# --------------------------------------------------------------------------------------
+# HTTP server
+# --------------------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    owner: "ScriptedServer"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "judge-eval-scripted/1"
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> bool:
+        """Send a JSON response; False when the client is gone (nothing or not all sent)."""
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+            return True
+        except OSError:
+            self.close_connection = True
+            return False
+
+    def _peer_gone(self) -> bool:
+        """True when the client closed its end (readable with EOF)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if not readable:
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # -- routes --------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        owner = self.server.owner
+        if path in ("/v1/models", "/models"):
+            self._send_json(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": owner.model, "object": "model", "created": owner.created, "owned_by": "judge-eval"}
+                    ],
+                },
+            )
+        else:
+            self._send_json(404, _openai_error(f"Unknown path {path}", "invalid_request_error", None))
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            self._send_json(404, _openai_error(f"Unknown path {path}", "invalid_request_error", None))
+            return
+        self.server.owner._handle_chat(self, path, raw)
+
+    def do_PUT(self) -> None:  # pragma: no cover - not part of the protocol
+        self._send_json(405, _openai_error("Method not allowed", "invalid_request_error", None))
+
+
+def _openai_error(message: str, type_: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def _llamacpp_error(message: str, code: int = 400, type_: str = "invalid_request_error") -> dict[str, Any]:
+    """llama.cpp server's error body (tools/server/server-common.cpp, format_error_response)."""
+    return {"error": {"code": code, "message": message, "type": type_}}
+
+
+_STATUS_ERRORS = {
+    "429": (429, "Rate limit reached for requests (scripted fault)", "requests", "rate_limit_exceeded"),
+    "500": (500, "The server had an error while processing your request (scripted fault)", "server_error", None),
+    "503": (503, "The engine is currently overloaded, please try again later (scripted fault)", "server_error", None),
+    "400": (400, "Invalid request (scripted fault)", "invalid_request_error", None),
+    "401": (401, "Incorrect API key provided (scripted fault)", "invalid_request_error", "invalid_api_key"),
+}
+
+
+class ScriptedServer:
+    """The scripted server. Use as a context manager (or :meth:`start` / :meth:`close`).
+
+    Parameters: ``scenario``; ``faults`` (list of :class:`Fault`); ``refuse_json_schema`` /
+    ``refuse_json_object`` (400 for that ``response_format``, see module docstring);
+    ``latency`` (seconds waited before every chat answer, interruptible by shutdown);
+    ``seed`` (mixed into fault selection); ``model`` (reported model id); ``api_key`` (when
+    given, requests without ``Authorization: Bearer <api_key>`` get a 401); ``port`` (0 = any
+    free port).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario | None = None,
+        faults: Iterable[Fault] = (),
+        *,
+        refuse_json_schema: bool = False,
+        refuse_json_object: bool = False,
+        latency: float = 0.0,
+        seed: int = 0,
+        model: str = "scripted-judge",
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.scenario = scenario if scenario is not None else Scenario()
+        self.faults = list(faults)
+        self.refuse_json_schema = refuse_json_schema
+        self.refuse_json_object = refuse_json_object
+        self.latency = latency
+        self.seed = seed
+        self.model = model
+        self.api_key = api_key
+        self.created = int(time.time())
+        self._host = host
+        self._port = port
+        self._script = _Script(self.scenario)
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.completions = 0
+        self.served_keys: Counter[str] = Counter()
+        self.attempts: Counter[str] = Counter()  # body key -> attempts received
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> "ScriptedServer":
+        if self._httpd is not None:
+            return self
+        self._closing.clear()
+        httpd = _HTTPServer((self._host, self._port), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving: wake sleeping handlers (hang/latency), stop the accept loop, close
+        the listening socket and every open client connection. Never waits for handlers."""
+        httpd = self._httpd
+        if httpd is None:
+            return
+        self._closing.set()
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns = list(self._connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> "ScriptedServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, the ``base_url`` for the openai client."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    def reset_log(self) -> None:
+        """Forget logged requests and all counters (attempts included)."""
+        with self._lock:
+            self.requests.clear()
+            self.completions = 0
+            self.served_keys.clear()
+            self.attempts.clear()
+            self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    # -- queries -------------------------------------------------------------------------
+
+    @staticmethod
+    def key_for(messages: Any) -> str:
+        """The :attr:`served_keys` key of ``messages`` (see :func:`messages_key`)."""
+        return messages_key(messages)
+
+    def fault_for(self, body: dict[str, Any], attempt: int) -> Fault | None:
+        """The fault attempt ``attempt`` (1-based) of ``body`` gets (module docstring)."""
+        parsed = parse_prompt(body.get("messages"))
+        kind = parsed.kind if parsed else None
+        key = messages_key(body.get("messages"))
+        remaining = attempt
+        for fault in self.faults:
+            if not fault.applies_to(kind) or not fault.selects(key, self.seed):
+                continue
+            if remaining <= fault.times:
+                return fault
+            remaining -= fault.times
+        return None
+
+    # -- the chat endpoint ---------------------------------------------------------------
+
+    def _handle_chat(self, h: _Handler, path: str, raw: bytes) -> None:
+        entry: dict[str, Any] = {
+            "body": None,
+            "headers": {k.lower(): v for k, v in h.headers.items()},
+            "fault": None,
+            "status": None,
+            "path": path,
+            "kind": None,
+            "key": None,
+            "attempt": None,
+        }
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            body = None
+        entry["body"] = body
+        with self._lock:
+            self.requests.append(entry)
+
+        def send(status: int, payload: Any, headers: dict[str, str] | None = None) -> bool:
+            ok = h._send_json(status, payload, headers)
+            with self._lock:
+                entry["status"] = status if ok else None
+            return ok
+
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            send(400, _openai_error("Request body must be a JSON object with 'messages'", "invalid_request_error", None))
+            return
+        if self.api_key is not None and entry["headers"].get("authorization") != f"Bearer {self.api_key}":
+            send(401, _openai_error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+            return
+
+        parsed = parse_prompt(body["messages"])
+        key = messages_key(body["messages"])
+        with self._lock:
+            bkey = body_key(body)
+            self.attempts[bkey] += 1
+            attempt = self.attempts[bkey]
+            entry.update(kind=parsed.kind if parsed else None, key=key, attempt=attempt)
+        fault = self.fault_for(body, attempt)
+        kind = fault.kind if fault else None
+        entry["fault"] = kind
+
+        if kind == "drop":
+            h._drop()
+            return
+        if kind == "hang":
+            if self._closing.wait(fault.hang_seconds) or h._peer_gone():  # type: ignore[union-attr]
+                h._drop()
+                return
+        if self.latency > 0 and self._closing.wait(self.latency):
+            h._drop()
+            return
+        if kind in _STATUS_ERRORS:
+            status, message, type_, code = _STATUS_ERRORS[kind]
+            headers = {}
+            if kind == "429" and fault.retry_after is not None:  # type: ignore[union-attr]
+                headers["Retry-After"] = _format_seconds(fault.retry_after)  # type: ignore[union-attr]
+            send(status, _openai_error(message, type_, code), headers)
+            return
+        if body.get("stream"):
+            send(400, _openai_error("stream=true is not supported by the scripted server", "invalid_request_error", None, "stream"))
+            return
+
+        response_format = body.get("response_format") or {}
+        rf_type = response_format.get("type", "text") if isinstance(response_format, dict) else "text"
+        if rf_type == "json_schema" and self.refuse_json_schema:
+            schema = (response_format.get("json_schema") or {}).get("schema", {})
+            message = LLAMACPP_SCHEMA_REFUSAL.format(schema=_canonical_json(schema))
+            send(400, _llamacpp_error(message))
+            return
+        if rf_type == "json_object" and self.refuse_json_object:
+            send(400, _llamacpp_error(JSON_OBJECT_REFUSAL))
+            return
+        if rf_type not in ("text", "json_object", "json_schema"):
+            send(400, _openai_error(f"Invalid response_format type {rf_type!r}", "invalid_request_error", None, "response_format"))
+            return
+        if parsed is None:
+            send(400, _openai_error(
+                "Scripted server: the last user message is neither a decompose prompt (<reference>) "
+                "nor a judge_chunk prompt (Question/Statements/<chunk>)",
+                "invalid_request_error", None, "messages"))
+            return
+
+        answer = self._script.decompose(parsed) if parsed.kind == "decompose" else self._script.judge_chunk(parsed)
+        finish_reason = "stop"
+        if kind == "wrong_schema":
+            answer = dict(WRONG_SCHEMA_ANSWER)
+        elif kind == "invented_evidence":
+            supports = [{"statement": s["statement"], "evidence": INVENTED_EVIDENCE} for s in answer["supports"]]
+            answer = {**answer, "supports": supports or [{"statement": 1, "evidence": INVENTED_EVIDENCE}]}
+
+        if kind == "malformed":
+            content = MALFORMED_CONTENT
+        elif rf_type in ("json_object", "json_schema"):
+            content = json.dumps(answer, ensure_ascii=False)
+        else:
+            content = (
+                "Here is my answer.\n\n```json\n"
+                + json.dumps(answer, ensure_ascii=False, indent=2)
+                + "\n```\n\nI hope this helps."
+            )
+        if kind == "truncated":
+            content = content[: len(content) // 2]
+            finish_reason = "length"
+
+        prompt_chars = sum(len(_content_text(m.get("content"))) for m in body["messages"] if isinstance(m, dict))
+        usage = {
+            "prompt_tokens": estimate_tokens(prompt_chars),
+            "completion_tokens": estimate_tokens(len(content)),
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        payload = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": usage,
+            "system_fingerprint": "scripted",
+        }
+        if h._peer_gone():
+            h._drop()
+            return
+        if send(200, payload):
+            with self._lock:
+                for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                    self.usage[k] += usage[k]
+                if kind is None:
+                    self.completions += 1
+                    self.served_keys[key] += 1
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _format_seconds(seconds: float) -> str:
+    """``Retry-After`` value: an integer when whole (``"2"``), else a decimal (``"0.05"``)."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return repr(float(seconds))
