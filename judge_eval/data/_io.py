@@ -1,0 +1,385 @@
+"""Shared helpers for the readers and writers: opening and decoding files, JSON records, value
+checks that raise :class:`~judge_eval.errors.InputError`, and atomic writes.
+
+Reading rules common to every text format:
+
+* files are UTF-8; a UTF-8 byte-order mark at the start is stripped;
+* lines are read one at a time (a 100k-line run is never held twice in memory);
+* blank (whitespace-only) lines are skipped; a file with no non-blank line is an error,
+  ``file is empty``;
+* a line with bytes that are not UTF-8 is an error naming that line (and, where the rest of the
+  line can be parsed, the field holding the bad bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Iterator, Sequence, Union
+
+from judge_eval.errors import InputError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+BOM = b"\xef\xbb\xbf"
+
+
+def check_file(path: PathLike) -> Path:
+    """``path`` as a :class:`Path`, or an InputError if it is missing or not a regular file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("file not found", path=p)
+    if not p.is_file():
+        raise InputError("not a regular file", path=p)
+    return p
+
+
+def _surrogate_field(text: str, columns: Sequence[str] | None) -> str | None:
+    """Where in a line decoded with ``surrogateescape`` the bad bytes sit: a column name for
+    whitespace-separated formats, a dotted JSON path for JSON lines, else ``None``."""
+
+    def bad(s: str) -> bool:
+        return any("\udc80" <= ch <= "\udcff" for ch in s)
+
+    if columns is not None:
+        for i, token in enumerate(text.split()):
+            if bad(token):
+                return columns[i] if i < len(columns) else "columns"
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+
+    def walk(value: Any, prefix: str) -> str | None:
+        if isinstance(value, str):
+            return prefix if bad(value) else None
+        if isinstance(value, dict):
+            for k, v in value.items():
+                here = f"{prefix}.{k}" if prefix else str(k)
+                if bad(str(k)):
+                    return here
+                found = walk(v, here)
+                if found:
+                    return found
+        if isinstance(value, list):
+            for i, v in enumerate(value):
+                found = walk(v, f"{prefix}.{i}" if prefix else str(i))
+                if found:
+                    return found
+        return None
+
+    return walk(obj, "")
+
+
+def decode_line(raw: bytes, path: PathLike, lineno: int, columns: Sequence[str] | None = None) -> str:
+    """Decode one line of UTF-8; bad bytes raise an InputError naming line, byte column and,
+    when it can be found, the field."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.end]
+        field = _surrogate_field(raw.decode("utf-8", "surrogateescape"), columns)
+        raise InputError(
+            f"invalid UTF-8 at byte {exc.start + 1} of the line ({bad!r}); save the file as UTF-8",
+            path=path,
+            line=lineno,
+            field=field,
+        ) from None
+
+
+def iter_lines(path: PathLike, *, columns: Sequence[str] | None = None) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for every non-blank line of a UTF-8 text file, lazily.
+
+    The line ending is removed; a BOM at the start is stripped. ``columns`` names the
+    whitespace-separated columns of the format, so an invalid-UTF-8 error can name the field.
+    Raises ``file is empty`` if no non-blank line is found.
+    """
+    p = check_file(path)
+    seen = False
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            text = decode_line(raw, p, lineno, columns).rstrip("\r\n")
+            if not text.strip():
+                continue
+            seen = True
+            yield lineno, text
+    if not seen:
+        raise InputError("file is empty", path=p)
+
+
+def read_text(path: PathLike) -> str:
+    """The whole file as text (BOM stripped); invalid UTF-8 names its line."""
+    p = check_file(path)
+    data = p.read_bytes()
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        lineno = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.end]
+        raise InputError(
+            f"invalid UTF-8 ({bad!r}); save the file as UTF-8", path=p, line=lineno
+        ) from None
+
+
+def first_line(path: PathLike) -> str | None:
+    """The first non-blank line (decoded leniently, BOM stripped), or ``None``: for sniffing."""
+    p = check_file(path)
+    with p.open("rb") as fh:
+        for i, raw in enumerate(fh):
+            if i == 0 and raw.startswith(BOM):
+                raw = raw[len(BOM) :]
+            text = raw.decode("utf-8", "replace").strip()
+            if text:
+                return text
+    return None
+
+
+def _loads(text: str, path: PathLike, lineno: int) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        col = getattr(exc, "colno", None)
+        where = f" (column {col})" if col is not None else ""
+        raise InputError(f"invalid JSON: {msg}{where}", path=path, line=lineno) from None
+
+
+def iter_json_records(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each record of a JSONL file or a JSON array file.
+
+    A file whose first non-blank character is ``[`` is read as one JSON array (the line number of
+    a record is the line where it starts); otherwise as JSON Lines, one object per line, blank
+    lines skipped. A record that is not a JSON object is an error.
+    """
+    head = first_line(path)
+    if head is None:
+        raise InputError("file is empty", path=path)
+    if head.startswith("["):
+        yield from _iter_json_array(path)
+        return
+    for lineno, text in iter_lines(path):
+        yield lineno, _as_object(_loads(text, path, lineno), path, lineno)
+
+
+def _as_object(value: Any, path: PathLike, lineno: int) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InputError(
+            f"expected a JSON object, got {type_name(value)}", path=path, line=lineno
+        )
+    return value
+
+
+def _iter_json_array(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+    text = read_text(path)
+    decoder = json.JSONDecoder()
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    def skip_ws(pos: int) -> int:
+        while pos < len(text) and text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    pos = skip_ws(0) + 1  # past "["
+    pos = skip_ws(pos)
+    if pos < len(text) and text[pos] == "]":
+        if text[skip_ws(pos + 1) :]:
+            raise InputError("invalid JSON: extra data after the array", path=path, line=line_of(pos))
+        raise InputError("file is empty (an empty JSON array)", path=path)
+    while True:
+        start = pos
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError as exc:
+            raise InputError(
+                f"invalid JSON: {getattr(exc, 'msg', exc)} (column {getattr(exc, 'colno', '?')})",
+                path=path,
+                line=getattr(exc, "lineno", line_of(start)),
+            ) from None
+        yield line_of(start), _as_object(value, path, line_of(start))
+        pos = skip_ws(pos)
+        if pos < len(text) and text[pos] == ",":
+            pos = skip_ws(pos + 1)
+            continue
+        if pos < len(text) and text[pos] == "]":
+            if text[skip_ws(pos + 1) :]:
+                raise InputError(
+                    "invalid JSON: extra data after the array", path=path, line=line_of(pos)
+                )
+            return
+        raise InputError(
+            "invalid JSON: expected ',' or ']' in the array", path=path, line=line_of(pos)
+        )
+
+
+# --- value checks -------------------------------------------------------------------------
+
+
+def type_name(value: Any) -> str:
+    """A short English name of a JSON value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def is_missing(value: Any) -> bool:
+    """``None``, NaN (pandas' missing value) or an empty/whitespace string."""
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return math.isnan(float(value))
+    return isinstance(value, str) and not value.strip()
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as an int if it is an integer (Python or numpy) or an integral float, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        return int(f) if f.is_integer() else None
+    return None
+
+
+def _shown(value: Any) -> str:
+    return "missing" if is_missing(value) else repr(value)
+
+
+def as_id(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> str:
+    """An id: a non-empty string, or an integer (``7`` becomes ``"7"``; an integral float from a
+    table, ``7.0``, too). Anything else (null, list, object, boolean, 1.5) is an error."""
+    if isinstance(value, str):
+        if not value.strip():
+            raise InputError("id is empty", path=path, line=line, field=field, kind=kind)
+        return value
+    as_int = _integer(value)
+    if as_int is not None:
+        return str(as_int)
+    got = "missing" if is_missing(value) else type_name(value)
+    raise InputError(
+        f"id must be a string or an integer, got {got}", path=path, line=line, field=field, kind=kind
+    )
+
+
+def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
+    """A relevance grade: an integer >= 0. Strings are parsed as integers (``"2"``; ``"1.5"``
+    and ``"x"`` are errors); a float is accepted only when integral (JSON ``2.0`` is 2)."""
+    grade = _integer(value)
+    if grade is None and isinstance(value, str):
+        try:
+            grade = int(value.strip())
+        except ValueError:
+            grade = None
+    if grade is None:
+        raise InputError(
+            f"grade must be an integer >= 0, got {_shown(value)}",
+            path=path, line=line, field=field, kind=kind,
+        )
+    if grade < 0:
+        raise InputError(
+            f"grade must be an integer >= 0, got {grade} (map negative grades to 0)",
+            path=path, line=line, field=field, kind=kind,
+        )
+    return grade
+
+
+def as_score(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> float | None:
+    """A retrieval score: a number, or missing (``None``/NaN/empty). Strings are parsed as floats."""
+    if is_missing(value):
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise InputError(
+        f"score must be a number, got {value!r}", path=path, line=line, field=field, kind=kind
+    )
+
+
+def as_rank(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
+    """A rank: an integer (strings parsed; an integral float such as ``3.0`` accepted)."""
+    rank = _integer(value)
+    if rank is None and isinstance(value, str):
+        try:
+            rank = int(value.strip())
+        except ValueError:
+            rank = None
+    if rank is None:
+        raise InputError(
+            f"rank must be an integer, got {_shown(value)}", path=path, line=line, field=field, kind=kind
+        )
+    return rank
+
+
+def as_opt_str(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> str | None:
+    """A string or ``None`` (JSON null); anything else is an error."""
+    if value is None or isinstance(value, str):
+        return value
+    raise InputError(
+        f"expected a string, got {type_name(value)}", path=path, line=line, field=field, kind=kind
+    )
+
+
+def as_dict(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> dict[str, Any]:
+    """An object (``None`` is an empty one)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(
+            f"expected an object, got {type_name(value)}", path=path, line=line, field=field, kind=kind
+        )
+    return value
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+@contextmanager
+def atomic_write(path: PathLike) -> Iterator[IO[str]]:
+    """Open ``path`` for writing UTF-8 text so that it appears only when complete: the content is
+    written to a temporary file in the same folder and renamed over ``path`` on success; on an
+    error the temporary file is removed and ``path`` is untouched."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            yield fh
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dump_json_line(obj: Any) -> str:
+    """One compact JSON line (non-ASCII kept as is), with the newline."""
+    return json.dumps(obj, ensure_ascii=False) + "\n"
