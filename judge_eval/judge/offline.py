@@ -1,0 +1,327 @@
+"""The offline judge: a deterministic, lexical **approximation** of an LLM judge.
+
+No network, no model download, no randomness: the same inputs always give the same verdicts. It
+exists so the tool runs anywhere (demos, CI, smoke tests). Its numbers are an approximation of
+what an LLM judge would say, and every report labels them so (``approximate = True``,
+``identity = "offline:v1"``). Change any rule below and the identity's version must change.
+
+Text processing (shared by both calls):
+
+- **tokens**: maximal runs of letters/digits, joined by ``- _ / . : , '`` between letters/digits,
+  with an optional trailing ``%`` (``HL-FLX-02``, ``3.5%``, ``1,000``, ``don't``), on NFKC text.
+- **exact tokens** (numbers and codes): tokens containing a digit (``2%``, ``2024``,
+  ``HL-FLX-02``), or hyphen/underscore tokens with >= 2 capitals and no lower-case letter
+  (``HL-FLX``); compared case-folded. A chunk's exact tokens also include the parts of each one
+  split on ``- _ / :`` and each with its ``%`` removed, so ``2020`` is found in ``2020-2022`` and
+  ``2`` in ``2%``, but ``2%`` is not found in ``2``, ``12%`` or ``3%``.
+- **content words**: the exact tokens, plus every other token split on its joiners into words,
+  case-folded, words of one character and stopwords (:data:`STOPWORDS`: articles, pronouns,
+  auxiliaries, prepositions, question words) dropped, then stemmed (:func:`stem`). Negations
+  (``not``, ``no``, ``never``, ``nor``, ``without``) are content words; ``n't`` becomes ``not``.
+- **sentences** (:func:`sentence_spans`): ends at ``.``, ``!`` or ``?`` (plus closing quotes or
+  brackets) followed by whitespace and a character that is not lower-case, unless the word before
+  the period is an abbreviation (:data:`ABBREVIATIONS`), a single letter or a list number at the
+  start of a line (``1.``); and at a line break, except a hard wrap (the line ends with a
+  lower-case letter or ``,`` and the next starts with a lower-case letter).
+
+decompose(reference):
+  1. split into sentences; strip list markers (``-``, ``*``, ``•``, ``1.``, ``1)``);
+  2. split a sentence into clauses at ``;`` and at ``, and`` / ``, but`` (the conjunction is
+     dropped) when the clause before has >= 3 content words and all the text after has >= 3
+     (:data:`MIN_CLAUSE_CONTENT`);
+  3. strip whitespace and ``,;:`` at the ends; drop fragments without content words; drop
+     repeats (same text after case-folding and whitespace collapsing).
+  No pronoun resolution: a statement like "It is waived for students." stays as it is.
+
+judge_chunk(question, statements, chunk):
+  - statement *s* is **supported** iff it has content words, the share of its distinct content
+    words found among the chunk's content words (with the parts of its exact tokens) is
+    >= 0.6 (:data:`SUPPORT_SHARE`), and every exact token of *s* is an exact token of the chunk
+    (with parts, as above);
+  - evidence for a supported statement = the chunk sentence (a verbatim substring of the chunk)
+    sharing the most distinct content words with *s* (first such sentence on ties), so it always
+    passes :func:`judge_eval.judge.evidence.verify`;
+  - grade = 3 if it supports >= half of the statements (and at least one); 2 if it supports at
+    least one; 1 if it supports none but shares content words with the question (>= 2 distinct
+    words, or >= 30% of the question's distinct content words); else 0.
+
+Known limitations (it is lexical): paraphrases and synonyms are not recognised ("costs nothing"
+does not support "is free"); negation and word order are mostly ignored ("is not free" can be
+supported by "is free" when enough other words match); no pronoun resolution; English stopwords
+and suffixes only.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from judge_eval.judge.protocol import ChunkVerdict, JudgeResponse, Statements, Support
+
+__all__ = [
+    "ABBREVIATIONS",
+    "MIN_CLAUSE_CONTENT",
+    "OfflineJudge",
+    "STOPWORDS",
+    "SUPPORT_SHARE",
+    "content_words",
+    "decompose_text",
+    "exact_tokens",
+    "judge_text",
+    "sentence_spans",
+    "stem",
+]
+
+#: share of a statement's distinct content words that must appear in the chunk
+SUPPORT_SHARE = 0.6
+#: content words each side of a clause split needs
+MIN_CLAUSE_CONTENT = 3
+#: question-overlap needed for grade 1: this many distinct words, or this share of the question's
+QUESTION_MIN_WORDS = 2
+QUESTION_MIN_SHARE = 0.3
+
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a an the and or but if then than so as of in on at to from by for with about into onto over
+    under after before between through during up down out off again further once here there
+    above below upon within across per via also only just very too quite really such same own
+    other others another each every any all both few more most much many some several
+    it its itself this that these those i me my mine myself we us our ours ourselves you your
+    yours yourself yourselves he him his himself she her hers herself they them their theirs
+    themselves one ones
+    what which who whom whose when where why how whether
+    is are was were be been being am do does did doing done have has had having
+    can could would should will shall may might must ought
+    don doesn didn isn aren wasn weren hasn haven hadn won wouldn shouldn couldn cannot ll re ve
+    etc eg ie
+    """.split()
+)
+
+_NEGATIONS = frozenset({"not", "no", "never", "nor", "without"})
+
+ABBREVIATIONS: frozenset[str] = frozenset(
+    """
+    mr mrs ms dr prof sr jr st vs etc eg ie cf approx incl excl fig figs vol ca al inc ltd
+    corp dept jan feb mar apr jun jul aug sep sept oct nov dec
+    """.split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+(?:[-_/.:,'\u2019][^\W_]+)*%?")
+_JOINERS = re.compile(r"[-_/.:,'\u2019]")
+_CODE_PARTS = re.compile(r"[-_/:]")
+_SENT_END = re.compile(r"[.!?]+[\"'\u2019\u201d)\]]*(?=\s)")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+_CLAUSE_SEP = re.compile(r";|,\s+(?:and|but)\s+", re.I)
+_WS = re.compile(r"\s+")
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper (lower-case input), applied in this order:
+
+    1. ``-ies``/``-ied`` -> ``-y`` when the word is longer than 4 letters, and stop there
+       (policies -> policy, applied -> apply); else ``-sses`` -> ``-ss``; else a final ``-s``
+       is dropped when the word is longer than 3 letters and does not end in ``-ss``, ``-us``
+       or ``-is`` (fees -> fee);
+    2. the first of ``-ing``, ``-ed`` (leaving >= 3 letters) or ``-ly`` (leaving >= 4) is
+       dropped, and then a doubled final consonant other than l, s, z is undoubled
+       (stopped -> stop, monthly -> month);
+    3. a final ``-e`` is dropped when >= 3 letters remain (charge -> charg, fee stays).
+    """
+    w = word
+    if len(w) > 4 and (w.endswith("ies") or w.endswith("ied")):
+        return w[:-3] + "y"
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and len(w) > 3 and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix, keep in (("ing", 3), ("ed", 3), ("ly", 4)):
+        if w.endswith(suffix) and len(w) - len(suffix) >= keep:
+            w = w[: -len(suffix)]
+            if len(w) >= 2 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
+                w = w[:-1]
+            break
+    if w.endswith("e") and len(w) >= 4:
+        w = w[:-1]
+    return w
+
+
+def _is_exact(token: str) -> bool:
+    if any(ch.isdigit() for ch in token):
+        return True
+    return (
+        ("-" in token or "_" in token)
+        and sum(ch.isupper() for ch in token) >= 2
+        and not any(ch.islower() for ch in token)
+    )
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text))
+
+
+def _content_list(text: str) -> list[str]:
+    """Content words in order, with repeats (used to count words of a clause)."""
+    out: list[str] = []
+    for tok in _tokens(text):
+        if _is_exact(tok):
+            out.append(tok.casefold())
+            continue
+        parts = [p.casefold() for p in _JOINERS.split(tok)]
+        if len(parts) >= 2 and parts[-1] == "t" and parts[-2].endswith("n"):
+            out.append("not")  # doesn't, isn't, won't, can't
+        for p in parts:
+            if p in _NEGATIONS:
+                out.append(p)
+            elif len(p) >= 2 and p not in STOPWORDS and p != "t":
+                out.append(stem(p))
+    return out
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The distinct content words of ``text`` (see the module docstring)."""
+    return frozenset(_content_list(text))
+
+
+def exact_tokens(text: str, *, with_parts: bool = False) -> frozenset[str]:
+    """Numbers and codes of ``text``, case-folded. ``with_parts`` (used for chunks) adds each
+    token's parts split on ``- _ / :`` and each without a trailing ``%``."""
+    out: set[str] = set()
+    for tok in _tokens(text):
+        if not _is_exact(tok):
+            continue
+        t = tok.casefold()
+        out.add(t)
+        if with_parts:
+            for piece in [t, *_CODE_PARTS.split(t)]:
+                if piece:
+                    out.add(piece)
+                    out.add(piece.rstrip("%"))
+    out.discard("")
+    return frozenset(out)
+
+
+def _is_abbreviation_end(text: str, dot: int) -> bool:
+    """Whether the period at ``text[dot]`` ends an abbreviation, an initial, or a list number
+    at the start of a line (``1.``)."""
+    line_start = text.rfind("\n", 0, dot) + 1
+    if re.fullmatch(r"\s*\d+", text[line_start:dot]):
+        return True
+    m = re.search(r"([^\W\d_]+)$", text[:dot])
+    if m is None:
+        return False
+    word = m.group(1)
+    return len(word) == 1 or word.casefold() in ABBREVIATIONS
+
+
+def _line_breaks(text: str) -> list[tuple[int, int]]:
+    """(end of line, start of next line) for line breaks that end a sentence."""
+    out = []
+    for m in re.finditer(r"[ \t]*\n\s*", text):
+        before = text[: m.start()].rstrip()
+        after = text[m.end() : m.end() + 1]
+        hard_wrap = bool(before) and (before[-1].islower() or before[-1] == ",") and after.islower()
+        if not hard_wrap:
+            out.append((m.start(), m.end()))
+    return out
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the sentences of ``text`` (see the module docstring): each
+    ``text[start:end]`` is a verbatim, stripped, non-empty substring."""
+    cuts: list[tuple[int, int]] = list(_line_breaks(text))
+    for m in _SENT_END.finditer(text):
+        nxt = re.match(r"\s+(\S)", text[m.end() :])
+        if nxt is None or nxt.group(1).islower():
+            continue
+        punct = m.group().rstrip("\"'\u2019\u201d)]")
+        if punct == "." and _is_abbreviation_end(text, m.start()):
+            continue
+        cuts.append((m.end(), m.end()))
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end, nxt in sorted(cuts) + [(len(text), len(text))]:
+        if end < start:
+            continue
+        seg = text[start:end]
+        lead = len(seg) - len(seg.lstrip())
+        seg_stripped = seg.strip()
+        if seg_stripped:
+            spans.append((start + lead, start + lead + len(seg_stripped)))
+        start = max(nxt, end)
+    return spans
+
+
+def _split_clauses(sentence: str) -> list[str]:
+    out: list[str] = []
+    start = 0
+    for m in _CLAUSE_SEP.finditer(sentence):
+        left, right = sentence[start : m.start()], sentence[m.end() :]
+        if len(_content_list(left)) >= MIN_CLAUSE_CONTENT and len(_content_list(right)) >= MIN_CLAUSE_CONTENT:
+            out.append(left)
+            start = m.end()
+    out.append(sentence[start:])
+    return out
+
+
+def decompose_text(reference: str) -> list[str]:
+    """The offline decomposition of ``reference`` into statements (module docstring, steps 1-3)."""
+    statements: list[str] = []
+    seen: set[str] = set()
+    for start, end in sentence_spans(reference):
+        sentence = _LIST_MARKER.sub("", reference[start:end])
+        for clause in _split_clauses(sentence):
+            text = _WS.sub(" ", clause).strip().strip(",;:").strip()
+            key = text.casefold()
+            if not content_words(text) or key in seen:
+                continue
+            seen.add(key)
+            statements.append(text)
+    return statements
+
+
+def judge_text(question: str, statements: list[str], chunk: str) -> ChunkVerdict:
+    """The offline verdict for one chunk (module docstring, ``judge_chunk`` rules)."""
+    chunk_words = content_words(chunk) | exact_tokens(chunk, with_parts=True)
+    chunk_exact = exact_tokens(chunk, with_parts=True)
+    sentences = [(s, e, content_words(chunk[s:e])) for s, e in sentence_spans(chunk)]
+    supports: list[Support] = []
+    for number, statement in enumerate(statements, start=1):
+        words = content_words(statement)
+        if not words:
+            continue
+        share = len(words & chunk_words) / len(words)
+        if share < SUPPORT_SHARE or not exact_tokens(statement) <= chunk_exact:
+            continue
+        best = max(sentences, key=lambda se: len(words & se[2]), default=None)
+        if best is None:
+            continue
+        supports.append(Support(statement=number, evidence=chunk[best[0] : best[1]]))
+    n = len(supports)
+    if n >= 1 and 2 * n >= len(statements):
+        grade = 3
+    elif n >= 1:
+        grade = 2
+    else:
+        q = content_words(question)
+        shared = len(q & chunk_words)
+        grade = 1 if q and (shared >= QUESTION_MIN_WORDS or shared / len(q) >= QUESTION_MIN_SHARE) else 0
+    reason = f"offline lexical approximation: supports {n} of {len(statements)} statements"
+    return ChunkVerdict(supports=supports, grade=grade, reason=reason)
+
+
+class OfflineJudge:
+    """The :class:`judge_eval.judge.protocol.Judge` that needs nothing: lexical rules, no network,
+    no model, deterministic (``sample`` is ignored: every sample is the same). An
+    **approximation** of an LLM judge; the rules are in this module's docstring. Responses report
+    ``calls = 0`` and no token usage."""
+
+    identity: str = "offline:v1"
+    approximate: bool = True
+
+    async def decompose(self, reference: str, *, sample: int = 0) -> JudgeResponse[Statements]:
+        return JudgeResponse(value=Statements(statements=decompose_text(reference)), calls=0)
+
+    async def judge_chunk(
+        self, question: str, statements: list[str], chunk: str, *, sample: int = 0
+    ) -> JudgeResponse[ChunkVerdict]:
+        return JudgeResponse(value=judge_text(question, statements, chunk), calls=0)
