@@ -398,6 +398,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        try:  # one write per response, no Nagle/delayed-ACK stalls (~40 ms per request)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         self.server.owner._track(self.connection, add=True)
 
     def finish(self) -> None:
@@ -419,8 +423,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+            # end_headers() without its flush: headers and body leave in a single write
+            self._headers_buffer.append(b"\r\n")
+            self.wfile.write(b"".join(self._headers_buffer) + data)
+            self._headers_buffer = []
             self.wfile.flush()
             return True
         except OSError:
@@ -653,10 +659,20 @@ class ScriptedServer:
         with self._lock:
             self.requests.append(entry)
 
-        def send(status: int, payload: Any, headers: dict[str, str] | None = None) -> bool:
-            ok = h._send_json(status, payload, headers)
+        def send(
+            status: int, payload: Any, headers: dict[str, str] | None = None, usage: dict[str, int] | None = None
+        ) -> bool:
+            # Account BEFORE writing (a client may look at the counters as soon as it has the
+            # response), and roll back if the write fails because the client has gone.
+            clean = status == 200 and entry["fault"] is None
             with self._lock:
-                entry["status"] = status if ok else None
+                entry["status"] = status
+                self._account(entry, usage, clean, +1)
+            ok = h._send_json(status, payload, headers)
+            if not ok:
+                with self._lock:
+                    entry["status"] = None
+                    self._account(entry, usage, clean, -1)
             return ok
 
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -675,7 +691,8 @@ class ScriptedServer:
             entry.update(kind=parsed.kind if parsed else None, key=key, attempt=attempt)
         fault = self.fault_for(body, attempt)
         kind = fault.kind if fault else None
-        entry["fault"] = kind
+        with self._lock:
+            entry["fault"] = kind
 
         if kind == "drop":
             h._drop()
@@ -765,13 +782,18 @@ class ScriptedServer:
         if h._peer_gone():
             h._drop()
             return
-        if send(200, payload):
-            with self._lock:
-                for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                    self.usage[k] += usage[k]
-                if kind is None:
-                    self.completions += 1
-                    self.served_keys[key] += 1
+        send(200, payload, usage=usage)
+
+    def _account(self, entry: dict[str, Any], usage: dict[str, int] | None, clean: bool, sign: int) -> None:
+        """Add (sign=+1) or remove (sign=-1) one answer from the counters; caller holds the lock."""
+        if usage is not None:
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                self.usage[k] += sign * usage[k]
+        if clean:
+            self.completions += sign
+            self.served_keys[entry["key"]] += sign
+            if self.served_keys[entry["key"]] <= 0:
+                del self.served_keys[entry["key"]]
 
 
 def _content_text(content: Any) -> str:
