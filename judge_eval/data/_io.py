@@ -287,12 +287,14 @@ def as_id(value: Any, *, path: PathLike, line: int | None, field: str, kind: str
 def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
     """A relevance grade: an integer >= 0. Strings are parsed as integers (``"2"``; ``"1.5"``
     and ``"x"`` are errors); a float is accepted only when integral (JSON ``2.0`` is 2)."""
-    grade = _integer(value)
-    if grade is None and isinstance(value, str):
+    grade: int | None = None
+    if isinstance(value, str):
         try:
-            grade = int(value.strip())
+            grade = int(value)
         except ValueError:
             grade = None
+    else:
+        grade = _integer(value)
     if grade is None:
         raise InputError(
             f"grade must be an integer >= 0, got {_shown(value)}",
@@ -308,15 +310,17 @@ def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: 
 
 def as_score(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> float | None:
     """A retrieval score: a number, or missing (``None``/NaN/empty). Strings are parsed as floats."""
-    if is_missing(value):
-        return None
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str):  # the common case (text files) first: it is the fast path
+        if not value.strip():
+            return None
         try:
-            return float(value.strip())
+            return float(value)
         except ValueError:
             pass
+    elif is_missing(value):
+        return None
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
     raise InputError(
         f"score must be a number, got {value!r}", path=path, line=line, field=field, kind=kind
     )
@@ -324,12 +328,14 @@ def as_score(value: Any, *, path: PathLike, line: int | None, field: str, kind: 
 
 def as_rank(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
     """A rank: an integer (strings parsed; an integral float such as ``3.0`` accepted)."""
-    rank = _integer(value)
-    if rank is None and isinstance(value, str):
+    rank: int | None = None
+    if isinstance(value, str):  # the common case first: it is the fast path
         try:
-            rank = int(value.strip())
+            rank = int(value)
         except ValueError:
             rank = None
+    else:
+        rank = _integer(value)
     if rank is None:
         raise InputError(
             f"rank must be an integer, got {_shown(value)}", path=path, line=line, field=field, kind=kind
