@@ -1,0 +1,525 @@
+"""``evaluate()``: the one call that loads a dataset, runs the judge, and computes every metric.
+
+The pipeline (DESIGN section 1): load + validate -> plan the unique judge tasks -> cache / judge ->
+verify evidence -> judged metrics (per question, run, k) + judge-labelled IR metrics + human
+labelled metrics (when labels exist) -> aggregate with bootstrap CIs -> :class:`Results`.
+
+The CLI's ``judge-eval score`` only parses arguments and calls this function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from judge_eval.data.load import load_dataset, load_qrels, load_run
+from judge_eval.data.models import Dataset, Qrels, Run
+from judge_eval.errors import ConfigError, InputError
+from judge_eval.judge.evidence import VerifiedVerdict
+from judge_eval.judge.prompts import load_prompt
+from judge_eval.judge.protocol import Judge
+from judge_eval.metrics.evaluate_labelled import evaluate_runs
+from judge_eval.metrics.judged import judged_question_metrics
+from judge_eval.metrics.stats import aggregate
+from judge_eval.plan import (
+    Budget,
+    ChunkTask,
+    Failure,
+    JointTask,
+    JudgeOutcome,
+    Planner,
+    Pricing,
+    joint_context,
+    run_tasks,
+)
+
+PathLike = str | os.PathLike
+CacheMode = Literal["use", "refresh", "replay", "off"]
+
+#: Measures computed from the judge's grades (used as labels) and from human labels.
+IR_MEASURES: tuple[str, ...] = ("hit_rate", "precision", "recall", "mrr", "ndcg")
+JUDGE_PREFIX = "judge_"
+
+
+def default_cache_path() -> Path:
+    """``$JUDGE_EVAL_CACHE`` if set, else ``~/.cache/judge-eval/responses.sqlite``."""
+    env = os.environ.get("JUDGE_EVAL_CACHE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "judge-eval" / "responses.sqlite"
+
+
+@dataclass
+class Results:
+    """What :func:`evaluate` returns.
+
+    - ``summary``: one row per (run, measure): ``mean``, ``ci_low``, ``ci_high`` (95% bootstrap
+      over questions), ``n`` (questions with a value), ``n_missing`` (questions without one).
+    - ``per_question``: one row per (run, question), one column per measure (NaN = missing).
+    - ``missing``: why each missing value is missing: (run, question_id, measure, reason).
+    - ``verdicts``: one row per (question, chunk) the judge saw: supported statements with their
+      evidence quotes, grade, rejected claims, or the error.
+    - ``statements``: one row per (question, statement).
+    - ``info``: judge identity, prompt versions, dataset fingerprint, accounting (calls, cache
+      hits, tokens, cost, errors), settings.
+    """
+
+    summary: pd.DataFrame
+    per_question: pd.DataFrame
+    missing: pd.DataFrame
+    verdicts: pd.DataFrame
+    statements: pd.DataFrame
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.info.get("accounting", {}).get("partial"))
+
+    def write(self, out_dir: PathLike) -> Path:
+        """Write the results folder (DESIGN section 6). Returns the folder path."""
+        from judge_eval.report.folder import write_results
+
+        return write_results(self, Path(out_dir))
+
+
+# ----------------------------------------------------------------------------- judge setup
+
+
+def make_judge(
+    judge: Judge | Literal["openai", "offline"] | None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    cache: PathLike | Any | None = None,
+    cache_mode: CacheMode = "use",
+    concurrency: int = 8,
+    temperature: float = 0.0,
+    seed: int | None = 0,
+    timeout: float = 60.0,
+) -> Judge:
+    """Build a judge from a name (or return the one given).
+
+    ``None`` means: ``openai`` when an endpoint is configured (``OPENAI_API_KEY`` or
+    ``OPENAI_BASE_URL`` in the environment, or ``base_url`` given), else a :class:`ConfigError`
+    that says how to configure one or use the offline judge.
+    """
+    if judge is not None and not isinstance(judge, str):
+        return judge
+    if judge is None:
+        configured = base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")
+        if not configured:
+            raise ConfigError(
+                "no judge endpoint is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
+                "non-OpenAI server such as vLLM, Ollama or llama.cpp), or pass --base-url URL "
+                "--model NAME; or use the deterministic, approximate offline judge with "
+                "--judge offline."
+            )
+        judge = "openai"
+    if judge == "offline":
+        from judge_eval.judge.offline import OfflineJudge
+
+        return OfflineJudge()
+    if judge == "openai":
+        from judge_eval.cache import ResponseCache
+        from judge_eval.judge.openai_judge import OpenAIJudge
+
+        model = model or os.environ.get("JUDGE_EVAL_MODEL")
+        if not model:
+            raise ConfigError("the openai judge needs a model: pass --model NAME (or set JUDGE_EVAL_MODEL)")
+        if base_url is None and not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
+            raise ConfigError(
+                "the openai judge needs an endpoint: set OPENAI_API_KEY for api.openai.com, or "
+                "OPENAI_BASE_URL / --base-url for another OpenAI-compatible server"
+            )
+        response_cache = None
+        if cache_mode != "off":
+            if cache is None:
+                cache = default_cache_path()
+            response_cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache, mode=cache_mode)
+        return OpenAIJudge(
+            model,
+            base_url=base_url,
+            cache=response_cache,
+            temperature=temperature,
+            seed=seed,
+            timeout=timeout,
+            concurrency=concurrency,
+        )
+    raise ConfigError(f"unknown judge {judge!r} (expected 'openai' or 'offline')")
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+
+def _load(
+    data: PathLike | Dataset,
+    runs: Mapping[str, PathLike | Run] | None,
+    qrels: PathLike | Qrels | None,
+    corpus: PathLike | None,
+) -> Dataset:
+    """The dataset to score: ``data`` (a path or a Dataset) plus extra runs and labels."""
+    runs = dict(runs or {})
+    run_paths = {name: r for name, r in runs.items() if not isinstance(r, Run)}
+    if isinstance(data, Dataset):
+        ds = data.model_copy()
+        ds.runs = dict(ds.runs)
+        for name, path in run_paths.items():
+            ds.runs[name] = load_run(path, name, corpus=corpus)
+        if qrels is not None and not isinstance(qrels, Qrels):
+            ds.qrels = load_qrels(qrels)
+    else:
+        ds = load_dataset(data, run_paths, None if isinstance(qrels, Qrels) else qrels, corpus=corpus)
+    for name, run in runs.items():
+        if isinstance(run, Run):
+            ds.runs[name] = run
+    if isinstance(qrels, Qrels):
+        ds.qrels = qrels
+    for name, run in ds.runs.items():
+        for qid in run.rankings:
+            if qid not in ds.questions:
+                origin = run.origin(qid)
+                raise InputError(
+                    f"run {name!r} ranks question {qid!r}, which is not in the dataset",
+                    path=origin[0] if origin else None, line=origin[1] if origin else None, field="id",
+                )
+    return ds
+
+
+def fingerprint(ds: Dataset) -> str:
+    """SHA-256 (first 16 hex digits) of the questions, references and every ranking: two
+    results with the same fingerprint scored the same inputs."""
+    h = hashlib.sha256()
+    for q in ds.questions.values():
+        h.update(json.dumps([q.id, q.question, q.reference], ensure_ascii=False).encode())
+    for name in sorted(ds.runs):
+        for qid, chunks in ds.runs[name].rankings.items():
+            h.update(json.dumps([name, qid, [(c.id, c.text) for c in chunks]], ensure_ascii=False).encode())
+    return h.hexdigest()[:16]
+
+
+def _check_texts(ds: Dataset, depth: int) -> None:
+    for name, run in ds.runs.items():
+        for qid, chunks in run.rankings.items():
+            if qid not in ds.questions:
+                continue
+            for rank, c in enumerate(chunks[:depth], start=1):
+                if c.text is None:
+                    origin = run.origin(qid)
+                    raise InputError(
+                        f"run {name!r}: chunk {c.id!r} (question {qid!r}, rank {rank}) has no text; "
+                        "the judge needs chunk texts: give a corpus file (--corpus) or a run with texts",
+                        path=origin[0] if origin else None,
+                        line=origin[1] if origin else None,
+                        field="text",
+                    )
+
+
+def evaluate(
+    data: PathLike | Dataset,
+    runs: Mapping[str, PathLike | Run] | None = None,
+    qrels: PathLike | Qrels | None = None,
+    *,
+    corpus: PathLike | None = None,
+    judge: Judge | Literal["openai", "offline"] | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    ks: Sequence[int] = (5, 10),
+    cache: PathLike | Any | None = None,
+    cache_mode: CacheMode = "use",
+    concurrency: int = 8,
+    samples: int = 1,
+    budget: Budget = Budget(),
+    pricing: Pricing = Pricing(),
+    joint: bool = False,
+    useful_rule: Literal["support", "grade"] = "support",
+    useful_grade: int = 2,
+    judge_relevance: int = 2,
+    relevance_threshold: int = 1,
+    timeout: float = 60.0,
+    n_boot: int = 1000,
+    seed: int = 0,
+    progress: bool = False,
+) -> Results:
+    """Score retrieval runs with a judge (and with human labels when there are any).
+
+    ``data``: questions with reference answers (a file path or a :class:`Dataset`); a native
+    JSONL file whose lines carry ``contexts`` brings its own run, named ``contexts``.
+    ``runs``: run name -> run file (TREC or native JSONL) or :class:`Run`. ``qrels``: human labels
+    (optional; inline ``labels`` on questions count too). ``corpus``: chunk texts for TREC runs.
+
+    ``judge``: ``"openai"`` (any OpenAI-compatible endpoint: ``model``, ``base_url``, and
+    OPENAI_API_KEY / OPENAI_BASE_URL from the environment), ``"offline"`` (deterministic lexical
+    approximation, no network), or a :class:`~judge_eval.judge.protocol.Judge` instance.
+
+    Only the top ``max(ks)`` chunks of each ranking are judged. Metrics:
+
+    - ``context_recall@k``, ``context_precision@k`` (and ``joint_context_recall@k`` with
+      ``joint=True``): see :mod:`judge_eval.metrics.judged`; a chunk is useful when it supports a
+      statement (``useful_rule="support"``) or its grade >= ``useful_grade``.
+    - ``judge_hit_rate@k``, ``judge_precision@k``, ``judge_recall@k``, ``judge_mrr@K``,
+      ``judge_ndcg@k``: the judge's grades used as labels (relevant iff grade >=
+      ``judge_relevance``; a grade of 2 or 3 whose support claims all failed the evidence check
+      counts as 1). Their recall and nDCG are relative to the judged pool: the union of the
+      judged top-``max(ks)`` chunks of every run for the question.
+    - with human labels: ``hit_rate@k``, ``precision@k``, ``recall@k``, ``mrr@K``, ``ndcg@k``
+      (relevant iff grade >= ``relevance_threshold``).
+
+    A value that a failed judge call would feed is missing (``Results.missing`` says why),
+    never 0. Budgets stop scheduling new calls and mark the result partial.
+    """
+    ks = sorted(dict.fromkeys(int(k) for k in ks))
+    if not ks or ks[0] < 1:
+        raise InputError("k must be a list of integers >= 1", field="k")
+    depth = ks[-1]
+    ds = _load(data, runs, qrels, corpus)
+    if not ds.runs:
+        raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
+    _check_texts(ds, depth)
+    judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
+                           concurrency=concurrency, timeout=timeout)
+
+    # ---- plan: one task per unique (question, reference, chunk text) ----
+    chunk_tasks: list[ChunkTask] = []
+    joint_tasks: list[JointTask] = []
+    for run in ds.runs.values():
+        for qid, chunks in run.rankings.items():
+            q = ds.questions.get(qid)
+            if q is None or not q.reference:
+                continue
+            for c in chunks[:depth]:
+                chunk_tasks.append(ChunkTask(q.question, q.reference, c.text or ""))
+            if joint:
+                for k in ks:
+                    joint_tasks.append(JointTask(q.question, q.reference, joint_context([c.text or "" for c in chunks[:k]])))
+    planner = Planner(judge_obj, concurrency=concurrency, samples=samples, budget=budget, pricing=pricing,
+                      progress=progress)
+    outcome = run_tasks(planner, chunk_tasks, joint_tasks)
+
+    per_q, missing = _judged_frame(ds, outcome, ks, joint, useful_rule, useful_grade)
+    judge_labelled, judge_missing = _judge_labelled_frame(ds, outcome, ks, judge_relevance)
+    frames = [per_q, judge_labelled]
+    missing_frames = [missing, judge_missing]
+    labels = ds.labels()
+    if labels is not None and len(labels) > 0:
+        human = evaluate_runs(ds.runs, labels, measures=_ir_measure_names(ks), ks=ks,
+                              threshold=relevance_threshold,
+                              questions=[qid for qid in ds.questions if labels.for_question(qid)])
+        frames.append(human)
+        missing_frames.append(_undefined_reasons(human, "undefined"))
+    per_question = frames[0]
+    for f in frames[1:]:
+        per_question = per_question.merge(f, on=["run", "question_id"], how="outer", sort=False)
+    per_question = _order_rows(per_question, ds)
+    summary = aggregate(per_question, by=["run"], n_boot=n_boot, seed=seed)
+    info = {
+        "judge": {"identity": judge_obj.identity, "approximate": bool(getattr(judge_obj, "approximate", False))},
+        "prompts": {name: load_prompt(name).id for name in ("decompose", "judge_chunk")},
+        "dataset": {
+            "fingerprint": fingerprint(ds),
+            "questions": len(ds.questions),
+            "questions_with_reference": sum(1 for q in ds.questions.values() if q.reference),
+            "runs": list(ds.runs),
+            "human_labels": 0 if labels is None else len(labels),
+        },
+        "settings": {
+            "ks": ks, "samples": samples, "joint": joint, "useful_rule": useful_rule,
+            "useful_grade": useful_grade, "judge_relevance": judge_relevance,
+            "relevance_threshold": relevance_threshold, "n_boot": n_boot, "seed": seed,
+            "concurrency": concurrency, "cache_mode": cache_mode if not getattr(judge_obj, "approximate", False) else "n/a",
+            "budget": {"max_calls": budget.max_calls, "max_tokens": budget.max_tokens, "max_cost": budget.max_cost},
+            "pricing": {"input_per_million": pricing.input_per_million, "output_per_million": pricing.output_per_million},
+        },
+        "accounting": outcome.accounting.as_dict(),
+    }
+    return Results(
+        summary=summary,
+        per_question=per_question,
+        missing=pd.concat(missing_frames, ignore_index=True) if missing_frames else _empty_missing(),
+        verdicts=_verdict_frame(ds, outcome, depth),
+        statements=_statement_frame(ds, outcome),
+        info=info,
+    )
+
+
+def _ir_measure_names(ks: Sequence[int]) -> list[str]:
+    names: list[str] = []
+    for m in IR_MEASURES:
+        if m == "mrr":
+            names.append(f"mrr@{ks[-1]}")
+        else:
+            names.extend(f"{m}@{k}" for k in ks)
+    return names
+
+
+def _empty_missing() -> pd.DataFrame:
+    return pd.DataFrame(columns=["run", "question_id", "measure", "reason"])
+
+
+def _undefined_reasons(frame: pd.DataFrame, reason: str) -> pd.DataFrame:
+    cols = [c for c in frame.columns if c not in ("run", "question_id")]
+    long = frame.melt(id_vars=["run", "question_id"], value_vars=cols, var_name="measure")
+    long = long[long["value"].isna()].drop(columns="value")
+    long["reason"] = reason
+    return long.reset_index(drop=True)
+
+
+def _order_rows(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
+    run_order = {name: i for i, name in enumerate(ds.runs)}
+    q_order = {qid: i for i, qid in enumerate(ds.questions)}
+    key = frame["run"].map(run_order).fillna(len(run_order)) * (len(q_order) + 1) + frame["question_id"].map(q_order).fillna(len(q_order))
+    return frame.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k").reset_index(drop=True)
+
+
+def _failure_reason(f: Failure) -> str:
+    return "budget" if f.cause == "budget" else "judge_error"
+
+
+def _judged_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int], joint: bool,
+                  useful_rule: str, useful_grade: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    depth = ks[-1]
+    rows: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
+    for name, run in ds.runs.items():
+        for qid, q in ds.questions.items():
+            if qid not in run.rankings:
+                continue
+            chunks = run.rankings[qid][:depth]
+            row: dict[str, Any] = {"run": name, "question_id": qid}
+            if not q.reference:
+                result = judged_question_metrics(None, [], ks, no_reference=True)
+                failures: list[Failure] = []
+            else:
+                st = outcome.statements.get(q.reference)
+                n_statements = len(st) if isinstance(st, list) else None
+                failures = [st] if isinstance(st, Failure) else []
+                verdicts: list[VerifiedVerdict | None] = []
+                for c in chunks:
+                    v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                    if isinstance(v, Failure):
+                        failures.append(v)
+                        verdicts.append(None)
+                    else:
+                        verdicts.append(v)
+                joint_verdicts = None
+                if joint:
+                    joint_verdicts = {}
+                    for k in ks:
+                        jv = outcome.joint[JointTask(q.question, q.reference, joint_context([c.text or "" for c in chunks[:k]]))]
+                        if isinstance(jv, Failure):
+                            failures.append(jv)
+                            joint_verdicts[k] = None
+                        else:
+                            joint_verdicts[k] = jv
+                result = judged_question_metrics(
+                    n_statements, verdicts, ks, useful_rule=useful_rule, grade_threshold=useful_grade,
+                    joint_verdicts=joint_verdicts,
+                )
+            # A budget-skipped task is "not judged", not a judge error: say so.
+            only_budget = bool(failures) and all(f.cause == "budget" for f in failures)
+            for measure, value in result.values.items():
+                row[measure] = np.nan if value is None else value
+            for measure, reason in result.missing.items():
+                if reason == "judge_error" and only_budget:
+                    reason = "budget"
+                elif reason == "judge_error":
+                    causes = sorted({f.cause for f in failures if f.cause != "budget"})
+                    reason = "judge_error:" + ",".join(causes) if causes else reason
+                missing.append({"run": name, "question_id": qid, "measure": measure, "reason": reason})
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    return frame, pd.DataFrame(missing, columns=["run", "question_id", "measure", "reason"])
+
+
+def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
+                          judge_relevance: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The judge's grades as labels over the judged pool, scored with the labelled measures."""
+    depth = ks[-1]
+    grades: dict[str, dict[str, int]] = {}
+    failed: dict[str, set[str]] = {}
+    truncated = {name: Run(name=name, rankings={qid: chunks[:depth] for qid, chunks in run.rankings.items()
+                                               if qid in ds.questions})
+                 for name, run in ds.runs.items()}
+    for run in truncated.values():
+        for qid, chunks in run.rankings.items():
+            q = ds.questions[qid]
+            if not q.reference:
+                continue
+            for c in chunks:
+                v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                if isinstance(v, Failure):
+                    failed.setdefault(qid, set()).add(_failure_reason(v))
+                else:
+                    grades.setdefault(qid, {})[c.id] = v.capped_grade
+    qids = [qid for qid, q in ds.questions.items() if q.reference]
+    frame = evaluate_runs(truncated, Qrels(grades=grades), measures=_ir_measure_names(ks), ks=ks,
+                          threshold=judge_relevance, questions=qids)
+    # Only questions a run actually ranked get judge-labelled values.
+    ranked = {(name, qid) for name, run in truncated.items() for qid in run.rankings}
+    frame = frame[[(r, q) in ranked for r, q in zip(frame["run"], frame["question_id"])]].reset_index(drop=True)
+    measure_cols = [c for c in frame.columns if c not in ("run", "question_id")]
+    missing: list[dict[str, Any]] = []
+    for i, qid in enumerate(frame["question_id"]):
+        if qid in failed:
+            reason = "budget" if failed[qid] == {"budget"} else "judge_error"
+            frame.loc[i, measure_cols] = np.nan
+            for m in measure_cols:
+                missing.append({"run": frame.loc[i, "run"], "question_id": qid, "measure": JUDGE_PREFIX + m,
+                                "reason": reason + " (in the judged pool)"})
+    undefined = _undefined_reasons(frame, "undefined: no chunk judged relevant")
+    undefined = undefined[[qid not in failed for qid in undefined["question_id"]]]
+    undefined["measure"] = JUDGE_PREFIX + undefined["measure"]
+    frame = frame.rename(columns={c: JUDGE_PREFIX + c for c in measure_cols})
+    missing_frame = pd.concat([pd.DataFrame(missing, columns=["run", "question_id", "measure", "reason"]), undefined],
+                              ignore_index=True)
+    return frame, missing_frame
+
+
+def _verdict_frame(ds: Dataset, outcome: JudgeOutcome, depth: int) -> pd.DataFrame:
+    """One row per unique (question, chunk) judged, with the runs and ranks that returned it."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, run in ds.runs.items():
+        for qid, chunks in run.rankings.items():
+            q = ds.questions.get(qid)
+            if q is None or not q.reference:
+                continue
+            for rank, c in enumerate(chunks[:depth], start=1):
+                key = (qid, c.id)
+                if key in rows:
+                    rows[key]["runs"][name] = rank
+                    continue
+                v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                row: dict[str, Any] = {"question_id": qid, "chunk_id": c.id, "runs": {name: rank}}
+                if isinstance(v, Failure):
+                    row.update(error=v.cause, error_message=v.message, grade=None, supported=[], evidence={},
+                               unverified=0, invalid_statement=0, reason=None)
+                else:
+                    row.update(error=None, error_message=None, grade=v.grade, capped_grade=v.capped_grade,
+                               supported=sorted(i + 1 for i in v.supported),
+                               evidence={str(i + 1): quote for i, quote in sorted(v.evidence.items())},
+                               unverified=v.unverified, invalid_statement=v.invalid_statement, reason=v.reason,
+                               rejected=[{"statement": r.statement, "evidence": r.evidence, "cause": r.cause}
+                                         for r in v.rejected])
+                rows[key] = row
+    return pd.DataFrame(list(rows.values()))
+
+
+def _statement_frame(ds: Dataset, outcome: JudgeOutcome) -> pd.DataFrame:
+    rows = []
+    for qid, q in ds.questions.items():
+        if not q.reference or q.reference not in outcome.statements:
+            continue
+        st = outcome.statements[q.reference]
+        if isinstance(st, Failure):
+            rows.append({"question_id": qid, "statement": None, "text": None, "error": st.cause})
+        else:
+            for i, s in enumerate(st, start=1):
+                rows.append({"question_id": qid, "statement": i, "text": s, "error": None})
+    return pd.DataFrame(rows, columns=["question_id", "statement", "text", "error"])

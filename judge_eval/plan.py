@@ -1,0 +1,336 @@
+"""Plan and run the judge work: the set of unique tasks over all runs, with bounded concurrency.
+
+The unit of judge work is a *task*, not a sample:
+
+- one :class:`DecomposeTask` per unique reference text;
+- one :class:`ChunkTask` per unique (question text, reference text, chunk text): a chunk that two
+  retrievers both returned for the same question is judged once;
+- optionally one :class:`JointTask` per unique (question, reference, concatenated top-k context),
+  for the joint variant of context recall.
+
+Tasks run as soon as their reference is decomposed, at most ``concurrency`` at a time. Budgets
+(``max_calls``, ``max_tokens``, ``max_cost``) are checked before each task starts: once one is
+reached no new call is scheduled, in-flight calls finish, and the remaining tasks are reported as
+skipped (reason ``budget``) and the result is marked partial. A task whose judge call fails after
+its retries is an error with its cause; it is never turned into a default answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Sequence
+
+from judge_eval.errors import JudgeCallError
+from judge_eval.judge.evidence import VerifiedVerdict, verify
+from judge_eval.judge.protocol import ChunkVerdict, Judge, JudgeResponse, Usage
+
+
+@dataclass(frozen=True)
+class DecomposeTask:
+    reference: str
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    question: str
+    reference: str
+    chunk: str
+
+
+@dataclass(frozen=True)
+class JointTask:
+    """Judge the concatenated top-k context of one ranking as if it were a single chunk."""
+
+    question: str
+    reference: str
+    context: str
+
+
+JOINT_SEPARATOR = "\n\n---\n\n"
+
+
+def joint_context(chunks: Sequence[str]) -> str:
+    """The text judged by the joint variant: the chunks in rank order, separated by a rule."""
+    return JOINT_SEPARATOR.join(chunks)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Price in USD per million tokens (prompt and completion), used for cost accounting."""
+
+    input_per_million: float = 0.0
+    output_per_million: float = 0.0
+
+    def cost(self, usage: Usage) -> float:
+        return (
+            usage.prompt_tokens * self.input_per_million
+            + usage.completion_tokens * self.output_per_million
+        ) / 1e6
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on new work; ``None`` means unlimited."""
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+
+@dataclass
+class Accounting:
+    """What the judge work cost. ``calls`` are HTTP requests actually sent (retries and repair
+    requests included); ``cache_hits`` are tasks answered from the cache without a call;
+    ``saved_tokens`` are the tokens those hits would have cost."""
+
+    tasks: int = 0
+    done: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    skipped: int = 0
+    unverified_evidence: int = 0
+    invalid_statement: int = 0
+    usage: Usage = field(default_factory=Usage)
+    saved_usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    error_causes: Counter = field(default_factory=Counter)
+
+    @property
+    def partial(self) -> bool:
+        """True when a budget stopped the work before every task ran."""
+        return self.skipped > 0
+
+    def as_dict(self) -> dict:
+        return {
+            "tasks": self.tasks,
+            "done": self.done,
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "errors": self.errors,
+            "error_causes": dict(self.error_causes),
+            "skipped": self.skipped,
+            "partial": self.partial,
+            "unverified_evidence": self.unverified_evidence,
+            "invalid_statement": self.invalid_statement,
+            "prompt_tokens": self.usage.prompt_tokens,
+            "completion_tokens": self.usage.completion_tokens,
+            "total_tokens": self.usage.total_tokens,
+            "saved_tokens": self.saved_usage.total_tokens,
+            "cost_usd": round(self.cost, 6),
+        }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a task has no answer: ``cause`` is e.g. ``timeout``, ``invalid_output``,
+    ``budget`` (skipped), ``no_statements_task`` (its decomposition failed)."""
+
+    cause: str
+    message: str
+
+
+@dataclass
+class JudgeOutcome:
+    """Everything the judge produced, keyed by task."""
+
+    statements: dict[str, list[str] | Failure] = field(default_factory=dict)
+    verdicts: dict[ChunkTask, VerifiedVerdict | Failure] = field(default_factory=dict)
+    raw_verdicts: dict[ChunkTask, list[ChunkVerdict]] = field(default_factory=dict)
+    joint: dict[JointTask, VerifiedVerdict | Failure] = field(default_factory=dict)
+    accounting: Accounting = field(default_factory=Accounting)
+
+
+def vote(verdicts: Sequence[VerifiedVerdict]) -> VerifiedVerdict:
+    """Majority vote over samples of one task.
+
+    A statement counts as supported when more than half of the samples support it with verified
+    evidence (the evidence quoted is the first sample's that supported it); the grade is the
+    lower median of the samples' grades; the reason is the first sample's. Rejected claims and
+    their counts are summed over samples. One sample is returned unchanged.
+    """
+    if len(verdicts) == 1:
+        return verdicts[0]
+    n = len(verdicts)
+    counts: Counter[int] = Counter(i for v in verdicts for i in v.supported)
+    supported = frozenset(i for i, c in counts.items() if c * 2 > n)
+    evidence: dict[int, str] = {}
+    for v in verdicts:
+        for i, quote in v.evidence.items():
+            if i in supported and i not in evidence:
+                evidence[i] = quote
+    grades = sorted(v.grade for v in verdicts)
+    return replace(
+        verdicts[0],
+        supported=supported,
+        grade=grades[(n - 1) // 2],
+        evidence=evidence,
+        fuzzy=frozenset(i for i in supported if any(i in v.fuzzy for v in verdicts)),
+        unverified=sum(v.unverified for v in verdicts),
+        invalid_statement=sum(v.invalid_statement for v in verdicts),
+        duplicates=sum(v.duplicates for v in verdicts),
+        rejected=tuple(r for v in verdicts for r in v.rejected),
+    )
+
+
+class _Progress:
+    """A tqdm bar on stderr (done/total, cache hits, errors, tokens); silent when disabled."""
+
+    def __init__(self, total: int, enabled: bool, acct: Accounting) -> None:
+        self.acct = acct
+        self.bar = None
+        if enabled and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="judging", unit="task", file=sys.stderr, leave=True)
+
+    def update(self) -> None:
+        if self.bar is not None:
+            a = self.acct
+            self.bar.set_postfix(
+                hits=a.cache_hits, errors=a.errors, tokens=a.usage.total_tokens, refresh=False
+            )
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Planner:
+    """Runs a set of tasks through a judge. Use :meth:`run` (async) or :func:`run_tasks`."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        *,
+        concurrency: int = 8,
+        samples: int = 1,
+        budget: Budget = Budget(),
+        pricing: Pricing = Pricing(),
+        progress: bool = False,
+    ) -> None:
+        if samples < 1:
+            raise ValueError("samples must be >= 1")
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.judge = judge
+        self.concurrency = concurrency
+        self.samples = samples
+        self.budget = budget
+        self.pricing = pricing
+        self.progress = progress
+
+    # -- budget --------------------------------------------------------------------------
+    def _budget_reached(self, acct: Accounting) -> bool:
+        b = self.budget
+        return (
+            (b.max_calls is not None and acct.calls >= b.max_calls)
+            or (b.max_tokens is not None and acct.usage.total_tokens >= b.max_tokens)
+            or (b.max_cost is not None and acct.cost >= b.max_cost)
+        )
+
+    def _account(self, acct: Accounting, resp: JudgeResponse) -> None:
+        acct.calls += resp.calls
+        acct.usage = acct.usage + resp.usage
+        acct.saved_usage = acct.saved_usage + resp.saved_usage
+        acct.cost += self.pricing.cost(resp.usage)
+
+    # -- running -------------------------------------------------------------------------
+    async def run(
+        self, chunk_tasks: Iterable[ChunkTask], joint_tasks: Iterable[JointTask] = ()
+    ) -> JudgeOutcome:
+        """Decompose every reference the tasks need, then judge every task (each exactly once)."""
+        chunk_tasks = list(dict.fromkeys(chunk_tasks))
+        joint_tasks = list(dict.fromkeys(joint_tasks))
+        references = list(dict.fromkeys([t.reference for t in chunk_tasks + joint_tasks]))
+        by_reference: dict[str, list[ChunkTask | JointTask]] = {r: [] for r in references}
+        for t in [*chunk_tasks, *joint_tasks]:
+            by_reference[t.reference].append(t)
+
+        out = JudgeOutcome()
+        acct = out.accounting
+        acct.tasks = len(references) + len(chunk_tasks) + len(joint_tasks)
+        gate = asyncio.Semaphore(self.concurrency)
+        bar = _Progress(acct.tasks, self.progress, acct)
+
+        async def call(make):
+            """Run one judge call under the gate, or return a Failure (budget / error)."""
+            async with gate:
+                if self._budget_reached(acct):
+                    acct.skipped += 1
+                    return Failure("budget", "not run: a --max-calls/--max-tokens/--max-cost budget was reached")
+                try:
+                    resp = await make()
+                except JudgeCallError as exc:
+                    acct.errors += 1
+                    acct.error_causes[exc.cause] += 1
+                    return Failure(exc.cause, exc.message)
+                self._account(acct, resp)
+                if resp.cache_hit:
+                    acct.cache_hits += 1
+                return resp
+
+        async def judge_one(task: ChunkTask | JointTask, statements: list[str]) -> None:
+            text = task.chunk if isinstance(task, ChunkTask) else task.context
+            verified: list[VerifiedVerdict] = []
+            raw: list[ChunkVerdict] = []
+            result: VerifiedVerdict | Failure | None = None
+            for sample in range(self.samples):
+                resp = await call(
+                    lambda: self.judge.judge_chunk(task.question, statements, text, sample=sample)
+                )
+                if isinstance(resp, Failure):
+                    result = resp
+                    break
+                raw.append(resp.value)
+                verified.append(verify(resp.value, text, len(statements)))
+            if result is None:
+                result = vote(verified)
+                acct.unverified_evidence += result.unverified
+                acct.invalid_statement += result.invalid_statement
+                acct.done += 1
+            if isinstance(task, ChunkTask):
+                out.verdicts[task] = result
+                out.raw_verdicts[task] = raw
+            else:
+                out.joint[task] = result
+            bar.update()
+
+        async def reference_pipeline(reference: str) -> None:
+            resp = await call(lambda: self.judge.decompose(reference))
+            if isinstance(resp, Failure):
+                out.statements[reference] = resp
+                bar.update()
+                for t in by_reference[reference]:
+                    failed = Failure(
+                        "decompose_failed" if resp.cause != "budget" else "budget",
+                        f"the reference answer could not be decomposed ({resp.cause})",
+                    )
+                    if isinstance(t, ChunkTask):
+                        out.verdicts[t] = failed
+                    else:
+                        out.joint[t] = failed
+                    if resp.cause == "budget":
+                        acct.skipped += 1
+                    bar.update()
+                return
+            statements = resp.value.statements
+            out.statements[reference] = statements
+            acct.done += 1
+            bar.update()
+            await asyncio.gather(*(judge_one(t, statements) for t in by_reference[reference]))
+
+        try:
+            await asyncio.gather(*(reference_pipeline(r) for r in references))
+        finally:
+            bar.close()
+        return out
+
+
+def run_tasks(planner: Planner, chunk_tasks: Iterable[ChunkTask], joint_tasks: Iterable[JointTask] = ()) -> JudgeOutcome:
+    """Synchronous wrapper around :meth:`Planner.run`."""
+    return asyncio.run(planner.run(chunk_tasks, joint_tasks))

@@ -1,0 +1,120 @@
+"""The results folder (DESIGN section 6).
+
+- ``summary.json``: metrics with CIs per run and k, judge identity, prompt versions, dataset
+  fingerprint, settings, calls, cache hits, tokens, cost, errors;
+- ``per_question.csv``: one row per (run, question), one column per measure (empty = missing);
+- ``missing.csv``: why each missing value is missing;
+- ``verdicts.jsonl``: one line per (question, chunk) judged: supported statements with their
+  evidence, grade, reason, rejected claims, or the error;
+- ``statements.jsonl``: the statements each reference was decomposed into;
+- ``report.md`` and ``report.html``: the same tables for people.
+
+The folder is built in a temporary sibling and moved into place at the end, so a failure never
+leaves a half-written folder.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge_eval.report.summary import accounting_line
+from judge_eval.report.tables import records, render_text, wide
+
+if TYPE_CHECKING:
+    from judge_eval.evaluation import Results
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def _jsonl(path: Path, rows: list[dict]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(_clean(row), ensure_ascii=False) + "\n")
+
+
+def report_markdown(results: "Results") -> str:
+    info = results.info
+    judge = info["judge"]
+    lines = ["# judge-eval report", ""]
+    lines.append(f"- judge: `{judge['identity']}`" + (" (approximation: offline lexical judge)" if judge["approximate"] else ""))
+    lines.append(f"- prompts: {', '.join(info['prompts'].values())}")
+    ds = info["dataset"]
+    lines.append(f"- dataset: {ds['questions']} questions ({ds['questions_with_reference']} with a reference), "
+                 f"runs {', '.join(ds['runs'])}, fingerprint `{ds['fingerprint']}`")
+    lines.append(f"- judge work: {accounting_line(info)}")
+    if results.partial:
+        lines.append("- **partial result**: a budget stopped the judge before every task ran")
+    lines += ["", "## Summary (mean [95% bootstrap CI])", "", "```", render_text(results.summary, with_ci=True), "```", ""]
+    lines += ["n = questions with a value; questions without one are counted in `missing.csv` with the reason.", ""]
+    return "\n".join(lines)
+
+
+def report_html(results: "Results") -> str:
+    means = wide(results.summary, "mean")
+    lo = wide(results.summary, "ci_low")
+    hi = wide(results.summary, "ci_high")
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in means.columns)
+    body = []
+    for run in means.index:
+        cells = []
+        for m in means.columns:
+            v, a, b = means.loc[run, m], lo.loc[run, m], hi.loc[run, m]
+            text = "-" if math.isnan(v) else f"{v:.3f}" + ("" if math.isnan(a) else f"<br><small>[{a:.2f}, {b:.2f}]</small>")
+            cells.append(f"<td>{text}</td>")
+        body.append(f"<tr><th>{html.escape(str(run))}</th>{''.join(cells)}</tr>")
+    info = results.info
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>judge-eval report</title>"
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "padding:4px 8px;text-align:right}</style></head><body>"
+        f"<h1>judge-eval report</h1><p>judge: <code>{html.escape(info['judge']['identity'])}</code>"
+        + (" (approximation: offline lexical judge)" if info["judge"]["approximate"] else "")
+        + f"</p><p>{html.escape(accounting_line(info))}</p>"
+        f"<table><tr><th>run</th>{head}</tr>{''.join(body)}</table>"
+        "<p>mean, with the 95% bootstrap CI over questions below it.</p></body></html>\n"
+    )
+
+
+def write_results(results: "Results", out_dir: Path) -> Path:
+    """Write every file of the results folder to ``out_dir`` (replacing an earlier one)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        summary = {"summary": records(results.summary), **results.info}
+        (tmp / "summary.json").write_text(json.dumps(_clean(summary), indent=2, ensure_ascii=False) + "\n", "utf-8")
+        results.per_question.to_csv(tmp / "per_question.csv", index=False)
+        results.missing.to_csv(tmp / "missing.csv", index=False)
+        _jsonl(tmp / "verdicts.jsonl", results.verdicts.to_dict(orient="records"))
+        _jsonl(tmp / "statements.jsonl", results.statements.to_dict(orient="records"))
+        (tmp / "report.md").write_text(report_markdown(results), "utf-8")
+        (tmp / "report.html").write_text(report_html(results), "utf-8")
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out_dir, old)
+            os.replace(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir

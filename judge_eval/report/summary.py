@@ -1,0 +1,64 @@
+"""The summary ``judge-eval score`` prints: runs x metrics@k with CIs, then what the judge cost."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Literal
+
+from judge_eval.report.tables import records, render_text
+
+if TYPE_CHECKING:
+    from judge_eval.evaluation import Results
+
+#: Measure families shown in the terminal table, in order; everything is in the results folder.
+TABLE_FAMILIES = ("context_recall", "context_precision", "joint_context_recall", "judge_ndcg", "recall", "ndcg")
+
+
+def _table_measures(measures: list[str]) -> list[str]:
+    chosen = []
+    for family in TABLE_FAMILIES:
+        chosen.extend(m for m in measures if m.split("@")[0] == family)
+    return chosen
+
+
+def accounting_line(info: dict) -> str:
+    a = info["accounting"]
+    parts = [
+        f"tasks {a['tasks']}",
+        f"calls {a['calls']}",
+        f"cache hits {a['cache_hits']}",
+        f"tokens {a['total_tokens']}",
+        f"cost ${a['cost_usd']:.4f}",
+        f"errors {a['errors']}",
+        f"unverified evidence {a['unverified_evidence']}",
+    ]
+    if a["skipped"]:
+        parts.append(f"skipped (budget) {a['skipped']}")
+    return ", ".join(parts)
+
+
+def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"] = "table") -> str:
+    """Text for the terminal (table), or the summary as CSV/JSON (all measures)."""
+    if fmt == "csv":
+        return results.summary.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps({"summary": records(results.summary), **results.info}, indent=2, ensure_ascii=False)
+    info = results.info
+    judge = info["judge"]["identity"]
+    lines = []
+    if info["judge"]["approximate"]:
+        lines.append(f"judge: {judge} (APPROXIMATION: lexical overlap, not an LLM; for demos and smoke tests)")
+    else:
+        lines.append(f"judge: {judge}   prompts: {', '.join(info['prompts'].values())}")
+    measures = list(dict.fromkeys(results.summary["measure"]))
+    lines.append(render_text(results.summary, with_ci=True, measures=_table_measures(measures)))
+    lines.append("mean [95% bootstrap CI] over questions; '-' = no defined value.")
+    missing = results.summary[results.summary["n_missing"] > 0]
+    if len(missing):
+        worst = missing.sort_values("n_missing", ascending=False).iloc[0]
+        lines.append(f"missing values: up to {int(worst['n_missing'])} questions per measure "
+                     f"(see missing.csv in the results folder for reasons)")
+    lines.append(accounting_line(info))
+    if results.partial:
+        lines.append("PARTIAL RESULT: a budget stopped the judge before every task ran.")
+    return "\n".join(lines)

@@ -1,0 +1,95 @@
+"""Summary tables: runs side by side, one row per run, one column per measure@k.
+
+Input is the long summary frame of :func:`judge_eval.metrics.stats.aggregate` (``run``,
+``measure``, ``mean``, ``n``, ``n_missing``, ``ci_low``, ``ci_high``). Three renderings:
+``table`` (fixed-width text for a terminal), ``csv`` and ``json`` (every statistic, for tools).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Iterable, Literal, Sequence
+
+import pandas as pd
+
+Format = Literal["table", "csv", "json"]
+
+
+def wide(summary: pd.DataFrame, stat: str = "mean") -> pd.DataFrame:
+    """One row per run, one column per measure (in first-seen order), values = ``stat``."""
+    measures = list(dict.fromkeys(summary["measure"]))
+    runs = list(dict.fromkeys(summary["run"]))
+    table = summary.pivot(index="run", columns="measure", values=stat)
+    return table.loc[runs, measures]
+
+
+def _cell(mean: float, lo: float, hi: float, with_ci: bool, digits: int) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "-"
+    text = f"{mean:.{digits}f}"
+    if with_ci and not (math.isnan(lo) or math.isnan(hi)):
+        text += f" [{lo:.{digits - 1}f},{hi:.{digits - 1}f}]"
+    return text
+
+
+def render_text(
+    summary: pd.DataFrame,
+    *,
+    with_ci: bool = False,
+    digits: int = 3,
+    measures: Sequence[str] | None = None,
+) -> str:
+    """Fixed-width table: a header row of measure labels, one row per run. ``-`` marks a
+    measure with no defined value for the run; ``[lo,hi]`` is the 95% bootstrap CI."""
+    if measures is not None:
+        summary = summary[summary["measure"].isin(list(measures))]
+    runs = list(dict.fromkeys(summary["run"]))
+    cols = list(dict.fromkeys(summary["measure"]))
+    by_key = {(r.run, r.measure): r for r in summary.itertuples(index=False)}
+    header = ["run", *cols]
+    body = []
+    for run in runs:
+        row = [str(run)]
+        for m in cols:
+            r = by_key.get((run, m))
+            row.append("-" if r is None else _cell(r.mean, r.ci_low, r.ci_high, with_ci, digits))
+        body.append(row)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
+    for row in body:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def render(summary: pd.DataFrame, fmt: Format = "table", *, with_ci: bool = False) -> str:
+    """The summary in ``fmt``. CSV and JSON carry every statistic in long form (one record per
+    run and measure); the table shows the mean (and CI when asked)."""
+    if fmt == "table":
+        return render_text(summary, with_ci=with_ci)
+    if fmt == "csv":
+        return summary.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(records(summary), indent=2, ensure_ascii=False)
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """Frame rows as JSON-ready dicts (NaN -> null)."""
+    out = []
+    for rec in frame.to_dict(orient="records"):
+        out.append({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()})
+    return out
+
+
+def render_per_question(per_question: pd.DataFrame, fmt: Format = "table") -> str:
+    """Per-question values: one row per (run, question)."""
+    if fmt == "csv":
+        return per_question.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(records(per_question), indent=2, ensure_ascii=False)
+    return per_question.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
+
+
+def measure_order(columns: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(columns))
