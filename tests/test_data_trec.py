@@ -152,3 +152,16 @@ def test_large_run_is_read(tmp_path):
     assert sum(len(v) for v in run.rankings.values()) == 100_000
     assert run.ranked_ids("q999")[:3] == ["d999_1", "d999_2", "d999_3"]
     assert run.origin("q5") == (str(path), 5 * depth + 1)
+
+
+def test_documented_tie_breaking_differs_from_trec_eval(tmp_path):
+    """Ties in the rank column keep input order here; trec_eval ignores ranks and sorts by
+    score, descending, then by docid in reverse lexical order (docs/formats.md says so)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    path = tmp_path / "tie.trec"
+    path.write_text("q Q0 a 1 1.0 t\nq Q0 b 1 1.0 t\n")
+    run = read_trec_run(path)
+    assert run.ranked_ids("q") == ["a", "b"]  # ours: input order, so "a" is at rank 1
+    evaluator = pytrec_eval.RelevanceEvaluator({"q": {"a": 1, "b": 0}}, {"P_1"})
+    scores = {"q": {c.id: c.score for c in run.rankings["q"]}}
+    assert evaluator.evaluate(scores)["q"]["P_1"] == 0.0  # trec_eval puts "b" first
