@@ -268,7 +268,8 @@ def evaluate(
       ``judge_ndcg@k``: the judge's grades used as labels (relevant iff grade >=
       ``judge_relevance``; a grade of 2 or 3 whose support claims all failed the evidence check
       counts as 1). Their recall and nDCG are relative to the judged pool: the union of the
-      judged top-``max(ks)`` chunks of every run for the question.
+      judged top-``max(ks)`` chunks of every run for the question. When nothing in the pool is
+      relevant, hit rate and RR are 0 (every run missed) and recall and nDCG are undefined.
     - with human labels: ``hit_rate@k``, ``precision@k``, ``recall@k``, ``mrr@K``, ``ndcg@k``
       (relevant iff grade >= ``relevance_threshold``).
 
@@ -473,7 +474,13 @@ def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
             for m in measure_cols:
                 missing.append({"run": frame.loc[i, "run"], "question_id": qid, "measure": JUDGE_PREFIX + m,
                                 "reason": reason + " (in the judged pool)"})
-    undefined = _undefined_reasons(frame, "undefined: no chunk judged relevant")
+    # No relevant chunk in the whole judged pool: every run missed, so hit rate and RR are 0
+    # (with human labels such a question is left out instead: nothing relevant is known to exist).
+    for col in measure_cols:
+        if col.split("@")[0] in ("hit_rate", "mrr"):
+            empty_pool = frame[col].isna() & ~frame["question_id"].isin(list(failed))
+            frame.loc[empty_pool, col] = 0.0
+    undefined = _undefined_reasons(frame, "undefined: no chunk in the judged pool is relevant")
     undefined = undefined[[qid not in failed for qid in undefined["question_id"]]]
     undefined["measure"] = JUDGE_PREFIX + undefined["measure"]
     frame = frame.rename(columns={c: JUDGE_PREFIX + c for c in measure_cols})

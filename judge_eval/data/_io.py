@@ -183,8 +183,14 @@ def _iter_json_array(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     text = read_text(path)
     decoder = json.JSONDecoder()
 
-    def line_of(pos: int) -> int:
-        return text.count("\n", 0, pos) + 1
+    counted = [0, 1]  # position up to which newlines were counted, and the line there
+
+    def line_of(pos: int) -> int:  # positions only grow, so counting is linear overall
+        done, line = counted
+        if pos < done:
+            return text.count("\n", 0, pos) + 1
+        counted[:] = [pos, line + text.count("\n", done, pos)]
+        return counted[1]
 
     def skip_ws(pos: int) -> int:
         while pos < len(text) and text[pos] in " \t\r\n":

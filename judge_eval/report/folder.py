@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge_eval.report.summary import accounting_line
-from judge_eval.report.tables import records, render_text, wide
+from judge_eval.report.tables import records, render_by_measure, wide
 
 if TYPE_CHECKING:
     from judge_eval.evaluation import Results
@@ -61,7 +61,7 @@ def report_markdown(results: "Results") -> str:
     lines.append(f"- judge work: {accounting_line(info)}")
     if results.partial:
         lines.append("- **partial result**: a budget stopped the judge before every task ran")
-    lines += ["", "## Summary (mean [95% bootstrap CI])", "", "```", render_text(results.summary, with_ci=True), "```", ""]
+    lines += ["", "## Summary (mean [95% bootstrap CI])", "", "```", render_by_measure(results.summary), "```", ""]
     lines += ["n = questions with a value; questions without one are counted in `missing.csv` with the reason.", ""]
     return "\n".join(lines)
 

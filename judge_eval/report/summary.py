@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Literal
 
-from judge_eval.report.tables import records, render_text
+from judge_eval.report.tables import records, render_by_measure
 
 if TYPE_CHECKING:
     from judge_eval.evaluation import Results
@@ -51,8 +51,8 @@ def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"
     else:
         lines.append(f"judge: {judge}   prompts: {', '.join(info['prompts'].values())}")
     measures = list(dict.fromkeys(results.summary["measure"]))
-    lines.append(render_text(results.summary, with_ci=True, measures=_table_measures(measures)))
-    lines.append("mean [95% bootstrap CI] over questions; '-' = no defined value.")
+    lines.append(render_by_measure(results.summary, measures=_table_measures(measures)))
+    lines.append("mean [95% bootstrap CI] over questions; n = questions with a value; '-' = none.")
     missing = results.summary[results.summary["n_missing"] > 0]
     if len(missing):
         worst = missing.sort_values("n_missing", ascending=False).iloc[0]
