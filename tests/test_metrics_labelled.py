@@ -13,6 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judge_eval.data.models import Chunk, Qrels, Run
 from judge_eval.errors import InputError
@@ -399,3 +401,40 @@ def test_evaluate_runs_matches_evaluate_ranking() -> None:
         assert list(got) == list(expected)
         for key, value in expected.items():
             assert (value is None and pd.isna(got[key])) or got[key] == pytest.approx(value)
+
+
+# --------------------------------------------------------------------------- invariants
+
+_ids = st.sampled_from([f"c{i}" for i in range(12)])
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(
+    ranking=st.lists(_ids, unique=True, max_size=12),
+    grades=st.dictionaries(_ids, st.integers(0, 3), max_size=12),
+    k=st.integers(1, 15),
+    threshold=st.integers(1, 3),
+)
+def test_invariants(ranking: list[str], grades: dict[str, int], k: int, threshold: int) -> None:
+    out = L.evaluate_ranking(ranking, grades, ["hit_rate", "precision", "recall", "mrr", "ndcg",
+                                               "ndcg_exp_jarvelin", "map", "r_precision",
+                                               "judged"], ks=[k], threshold=threshold)
+    for value in out.values():
+        assert value is None or 0.0 <= value <= 1.0 + 1e-12
+    has_relevant = L.num_relevant(grades, threshold) > 0
+    for name in ("hit_rate@", "recall@", "mrr", "map", "r_precision"):
+        key = next(label for label in out if label.startswith(name))
+        assert (out[key] is None) == (not has_relevant)
+    assert out[f"precision@{k}"] <= out[f"judged@{k}"] + 1e-12
+    if has_relevant:
+        # a hit in the top k <=> RR@k > 0 <=> recall@k > 0 <=> AP@k > 0
+        rr_k = L.reciprocal_rank(ranking, grades, k, threshold)
+        ap_k = L.average_precision(ranking, grades, k, threshold)
+        assert (out[f"hit_rate@{k}"] == 1.0) == (rr_k > 0) == (out[f"recall@{k}"] > 0) == (ap_k > 0)
+        assert L.recall(ranking, grades, k, threshold) <= (
+            L.recall(ranking, grades, k + 1, threshold) or 0) + 1e-12
+    # nDCG of the labelled chunks sorted by grade is 1 (when defined)
+    ideal = sorted(grades, key=lambda c: -grades[c])
+    best = L.ndcg(ideal, grades, k)
+    assert best is None or best == pytest.approx(1.0)
+    assert (out[f"ndcg@{k}"] is None) == (best is None) == all(g == 0 for g in grades.values())
