@@ -219,6 +219,12 @@ def _discount(i: int, discount: Discount) -> float:
     raise InputError(f"unknown discount {discount!r} (use 'log2' or 'jarvelin')", field="discount")
 
 
+def _check_variant(gain: Gain, discount: Discount) -> None:
+    """Reject an unknown gain or discount even when no grade is positive."""
+    _gain(0, gain)
+    _discount(1, discount)
+
+
 def _dcg_of(grade_list: Iterable[int], gain: Gain, discount: Discount) -> float:
     total = 0.0
     for i, g in enumerate(grade_list, start=1):
@@ -243,7 +249,7 @@ def dcg(
     original Järvelin & Kekäläinen form with base 2, where ranks 1 and 2 share a discount of 1).
     """
     _check_k(k)
-    _gain(0, gain), _discount(1, discount)  # validate even when no grade is positive
+    _check_variant(gain, discount)
     return _dcg_of((grades.get(c, 0) for c in ranking[:k]), gain, discount)
 
 
@@ -254,7 +260,7 @@ def ideal_dcg(
     question (retrieved or not) sorted in decreasing order. Sorting is optimal for both
     discounts because both are non-decreasing in the rank."""
     _check_k(k)
-    _gain(0, gain), _discount(1, discount)
+    _check_variant(gain, discount)
     return _dcg_of(sorted(grades.values(), reverse=True)[:k], gain, discount)
 
 
