@@ -1,0 +1,614 @@
+"""The judge that talks to an OpenAI-compatible chat-completions endpoint.
+
+Works against OpenAI, Azure OpenAI (v1 endpoint), vLLM, Ollama, llama.cpp's ``llama-server`` and
+anything else that speaks ``POST /v1/chat/completions``. See ``docs/judge.md`` for the full
+behaviour; in short, one task (``decompose`` or ``judge_chunk``) goes:
+
+1. **cache** -- the request is hashed (:func:`judge_eval.cache.cache_key`); a hit returns at once
+   with ``calls=0`` (``replay`` mode: a miss raises ``JudgeCallError("cache_miss")`` before any
+   HTTP request).
+2. **structured output** -- ``json_schema`` (strict schema derived from the pydantic answer model)
+   -> ``json_object`` -> plain text with JSON extraction. The client steps down only when the server
+   rejects the format with a 400/422 that names it (llama.cpp: ``JSON schema conversion
+   failed``). The working format is remembered per endpoint (base URL + model) in memory and in the
+   cache, so the next run starts there. While the format of an endpoint is unknown, one task probes
+   at a time, so a refusing server sees one refused request, not one per concurrent task.
+3. **retries** (tenacity, ours: the openai client runs with ``max_retries=0``) -- 429 (honouring
+   ``retry-after-ms`` / ``Retry-After``, capped at ``max_retry_wait``), 408, 5xx, timeouts and
+   connection errors, with exponential backoff and jitter, up to ``max_attempts`` attempts per
+   request. Never 400/401/403/404/422.
+4. **validation and one repair** -- the reply is parsed with pydantic; unparseable, wrong shape,
+   a statement number out of range, or ``finish_reason == "length"`` triggers ONE repair request
+   (the bad reply as an assistant turn plus a user turn quoting the error and restating the task).
+   Still invalid -> ``JudgeCallError("invalid_output" | "truncated")``.
+5. **store** -- the validated answer is written to the cache (committed at once). Errors never are.
+
+Secrets: the API key is given to the openai client and nowhere else. It is not in the cache key,
+any cache row, ``identity``, ``repr``, log or error message (messages are scrubbed of it, and
+errors are raised ``from None`` so the openai exception, whose request carries the
+``Authorization`` header, is not chained).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import math
+import os
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Literal, TypeVar
+from urllib.parse import urlsplit
+
+import openai
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from judge_eval.cache import ResponseCache, cache_key
+from judge_eval.errors import ConfigError, JudgeCallError
+from judge_eval.judge.parsing import InvalidOutput, parse_answer, strict_json_schema
+from judge_eval.judge.prompts import load_prompt, render_decompose, render_judge_chunk
+from judge_eval.judge.protocol import ChunkVerdict, JudgeResponse, Statements, Usage
+
+__all__ = ["OpenAIJudge", "RetryEvent", "FORMAT_CHAIN", "endpoint_identity"]
+
+#: structured-output formats, best first; the client moves right only on a format refusal
+FORMAT_CHAIN: tuple[str, ...] = ("json_schema", "json_object", "text")
+
+ResponseFormatChoice = Literal["auto", "json_schema", "json_object", "text"]
+M = TypeVar("M", bound=BaseModel)
+
+#: words in a 400/422 error that mark it as a refusal of the response_format (not of the request)
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "structured output", "json mode")
+
+_SCHEMA_NAMES = {Statements: "statements", ChunkVerdict: "chunk_verdict"}
+
+
+@dataclass(frozen=True)
+class RetryEvent:
+    """One backoff taken before a retry: why, which attempt failed, how long we waited, and the
+    server's ``Retry-After`` (seconds) if it sent one."""
+
+    cause: str
+    attempt: int
+    wait: float
+    retry_after: float | None
+
+
+class _Retryable(Exception):
+    def __init__(self, cause: str, message: str, retry_after: float | None = None) -> None:
+        self.cause = cause
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class _FormatRejected(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class _Account:
+    calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+def _split_url(base_url: str | None) -> tuple[str, str, str]:
+    """(scheme, host[:port], path) of a base URL, without user info, query or fragment."""
+    if not base_url:
+        return "https", "api.openai.com", "/v1"
+    parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+    host = (parts.hostname or "").lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        host = f"{host}:{port}"
+    return parts.scheme or "http", host, parts.path.rstrip("/")
+
+
+def endpoint_identity(base_url: str | None, model: str) -> str:
+    """``openai:<host[:port]>/<model>``: who judged, as recorded in results and cache rows."""
+    _, host, _ = _split_url(base_url)
+    return f"openai:{host}/{model}"
+
+
+def _parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (milliseconds) or ``Retry-After`` (seconds, or an
+    HTTP date). None when absent or unparseable."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            value = float(ms) / 1000.0
+            if math.isfinite(value) and value >= 0:
+                return value
+    except (TypeError, ValueError):
+        pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+        return value if math.isfinite(value) and value >= 0 else None
+    except (TypeError, ValueError):
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(str(raw))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+class OpenAIJudge:
+    """A :class:`judge_eval.judge.protocol.Judge` backed by an OpenAI-compatible endpoint.
+
+    Parameters
+    ----------
+    model: model (or deployment) name sent to the server.
+    base_url: e.g. ``http://localhost:8080/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
+    api_key: default ``$OPENAI_API_KEY``. Required for OpenAI's own endpoint; for another base
+        URL without a key a placeholder is sent (local servers ignore it).
+    cache: a :class:`ResponseCache` (None: no caching, no format memory across runs).
+    temperature, top_p, seed, max_tokens: decoding parameters (all part of the cache key).
+        The seed sent for sample ``s`` is ``seed + s``, so repeated samples can differ.
+    timeout: seconds per HTTP request. max_attempts: attempts per request (1 = no retry).
+    concurrency: requests in flight at once (an asyncio semaphore held only while a request
+        is on the wire, not during backoff).
+    namespace: replaces the identity (``openai:<host>/<model>``) in rows and keys; give two
+        endpoints serving the same model the same namespace to share answers.
+    max_retry_wait: cap (seconds) on any single backoff, ``Retry-After`` included.
+    retry_base_wait: first backoff (seconds) before jitter; doubles per attempt.
+    response_format: ``auto`` (the chain, remembered per endpoint) or one fixed format.
+    """
+
+    approximate = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache: ResponseCache | None = None,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        max_attempts: int = 5,
+        concurrency: int = 8,
+        namespace: str | None = None,
+        max_retry_wait: float = 60.0,
+        retry_base_wait: float = 1.0,
+        top_p: float | None = None,
+        response_format: ResponseFormatChoice = "auto",
+    ) -> None:
+        if not model:
+            raise ConfigError("the judge needs a model name")
+        if response_format not in ("auto", *FORMAT_CHAIN):
+            raise ConfigError(f"response_format must be auto, json_schema, json_object or text, got {response_format!r}")
+        if max_attempts < 1:
+            raise ConfigError("max_attempts must be at least 1")
+        if concurrency < 1:
+            raise ConfigError("concurrency must be at least 1")
+        if base_url is None:
+            base_url = os.environ.get("OPENAI_BASE_URL") or None
+        if api_key is None:
+            api_key = os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None:
+            if base_url is None:
+                raise ConfigError(
+                    "no API key for api.openai.com: set OPENAI_API_KEY or pass api_key "
+                    "(or set base_url / OPENAI_BASE_URL for a local server)"
+                )
+            api_key = "no-key"  # local servers (llama.cpp, Ollama, vLLM) accept any key
+        self.model = model
+        self.base_url = base_url
+        self.__api_key = api_key  # private: not in repr, identity, keys or rows
+        self.cache = cache
+        self.temperature = float(temperature)
+        self.top_p = None if top_p is None else float(top_p)
+        self.seed = seed
+        self.max_tokens = int(max_tokens)
+        self.timeout = float(timeout)
+        self.max_attempts = int(max_attempts)
+        self.concurrency = int(concurrency)
+        self.max_retry_wait = float(max_retry_wait)
+        self.retry_base_wait = float(retry_base_wait)
+        self.response_format: ResponseFormatChoice = response_format
+        self.namespace = namespace
+        self.identity = namespace if namespace else endpoint_identity(base_url, model)
+        scheme, host, path = _split_url(base_url)
+        #: key of the remembered structured-output format: base URL (no credentials) + model
+        self.endpoint = f"{scheme}://{host}{path} {model}"
+        #: every backoff taken, in order (for diagnostics and tests)
+        self.retry_log: list[RetryEvent] = []
+        self._rng = random.Random()
+        self._format: str | None = None
+        self._confirmed = False
+        self._probe_open = False  # a probe failed (not on format): stop serialising tasks
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: openai.AsyncOpenAI | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._probe_lock: asyncio.Lock | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(identity={self.identity!r}, endpoint={self.endpoint!r})"
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _ensure(self) -> openai.AsyncOpenAI:
+        """The client, semaphore and probe lock of the running event loop (made on first use
+        in each loop: asyncio primitives and HTTP connections belong to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._client is None:
+            # The SDK's default HTTP client schedules its own close on whatever loop runs when it
+            # is garbage-collected, which fails for a client of an earlier, closed loop; the
+            # public DefaultAsyncHttpxClient has the same defaults without that hook.
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self.__api_key,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=openai.DefaultAsyncHttpxClient(),
+            )
+            self._sem = asyncio.Semaphore(self.concurrency)
+            self._probe_lock = asyncio.Lock()
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if it belongs to the running loop; a client of an earlier,
+        closed loop cannot be closed any more and is just dropped)."""
+        if self._client is not None:
+            client, loop = self._client, self._loop
+            self._client, self._loop = None, None
+            if loop is asyncio.get_running_loop():
+                await client.close()
+
+    async def __aenter__(self) -> "OpenAIJudge":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the API key (or anything that looks like a bearer token/key)."""
+        key = self.__api_key
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+        text = re.sub(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+", "Bearer ***", text)
+        text = re.sub(r"\bsk-[A-Za-z0-9_-]{6,}", "sk-***", text)
+        return text
+
+    # -- formats ------------------------------------------------------------------------------
+
+    def current_format(self) -> str:
+        """The structured-output format the next request will try."""
+        if self.response_format != "auto":
+            return self.response_format
+        if self._format is None and self.cache is not None:
+            remembered = self.cache.get_format(self.endpoint)
+            if remembered is not None:
+                self._format = remembered
+                self._confirmed = True
+        return self._format or FORMAT_CHAIN[0]
+
+    def _lower_format(self, fmt: str) -> None:
+        if self._format is None or FORMAT_CHAIN.index(fmt) > FORMAT_CHAIN.index(self._format):
+            self._format = fmt
+
+    def _confirm_format(self, fmt: str) -> None:
+        if self._confirmed and self._format == fmt:
+            return
+        self._format = fmt
+        self._confirmed = True
+        if self.cache is not None:
+            self.cache.set_format(self.endpoint, fmt)
+
+    @staticmethod
+    def _format_spec(fmt: str, model_cls: type[BaseModel]) -> dict[str, Any]:
+        if fmt == "json_schema":
+            return {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": _SCHEMA_NAMES.get(model_cls, model_cls.__name__.lower()),
+                    "strict": True,
+                    "schema": strict_json_schema(model_cls),
+                },
+            }
+        if fmt == "json_object":
+            return {"type": "json_object"}
+        return {"type": "text"}
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _seed_for(self, sample: int) -> int | None:
+        return None if self.seed is None else int(self.seed) + int(sample)
+
+    def key_request(
+        self, prompt_id: str, messages: list[dict[str, str]], fmt: str, model_cls: type[BaseModel], sample: int
+    ) -> dict[str, Any]:
+        """The dictionary hashed into the cache key and stored as the row's ``request``:
+        identity, prompt id, model, messages, temperature, top_p, seed, max_tokens, response
+        format and sample index. Never any credential."""
+        return {
+            "identity": self.identity,
+            "prompt": prompt_id,
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self._seed_for(sample),
+            "max_tokens": self.max_tokens,
+            "response_format": self._format_spec(fmt, model_cls),
+            "sample": int(sample),
+        }
+
+    def _api_kwargs(
+        self, messages: list[dict[str, str]], fmt: str, model_cls: type[BaseModel], sample: int
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        seed = self._seed_for(sample)
+        if seed is not None:
+            kwargs["seed"] = seed
+        if self.top_p is not None:
+            kwargs["top_p"] = self.top_p
+        if fmt != "text":
+            kwargs["response_format"] = self._format_spec(fmt, model_cls)
+        return kwargs
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Backoff before the next attempt: the server's Retry-After plus up to 10% jitter when it
+        sent one, else ``b/2 + U(0, b/2)`` with ``b = retry_base_wait * 2**(attempt-1)``; both
+        capped at ``max_retry_wait``."""
+        exc = state.outcome.exception() if state.outcome is not None else None
+        attempt = state.attempt_number
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            wait = retry_after + self._rng.uniform(0, min(1.0, 0.1 * retry_after))
+        else:
+            base = self.retry_base_wait * (2 ** (attempt - 1))
+            base = min(base, self.max_retry_wait)
+            wait = base / 2 + self._rng.uniform(0, base / 2)
+        wait = min(wait, self.max_retry_wait)
+        self.retry_log.append(RetryEvent(getattr(exc, "cause", "unknown"), attempt, wait, retry_after))
+        return wait
+
+    @staticmethod
+    def _error_text(exc: openai.APIStatusError) -> str:
+        body = exc.body
+        if isinstance(body, dict):
+            msg = body.get("message")
+            if isinstance(msg, str) and msg:
+                return msg
+        return str(exc.message)
+
+    async def _once(self, kwargs: dict[str, Any], acct: _Account, fmt: str) -> Any:
+        client = self._ensure()
+        assert self._sem is not None
+        async with self._sem:
+            acct.calls += 1
+            try:
+                completion = await client.chat.completions.create(**kwargs)
+            except openai.APITimeoutError:
+                raise _Retryable("timeout", f"no answer within {self.timeout:g}s") from None
+            except openai.APIConnectionError as exc:
+                detail = type(exc.__cause__).__name__ if exc.__cause__ is not None else "connection error"
+                raise _Retryable("connection", f"connection failed ({detail})") from None
+            except openai.APIStatusError as exc:
+                status = int(exc.status_code)
+                text = self._scrub(self._error_text(exc))[:500]
+                retry_after = _parse_retry_after(exc.response.headers)
+                if status == 429:
+                    raise _Retryable("rate_limited", f"HTTP 429: {text}", retry_after) from None
+                if status == 408:
+                    raise _Retryable("timeout", f"HTTP 408: {text}", retry_after) from None
+                if fmt != "text" and status in (400, 422, 500, 501) and self._names_format(text):
+                    # llama.cpp answers 400 (older builds 500) when it cannot use the format
+                    raise _FormatRejected(status, f"HTTP {status}: {text}") from None
+                if status >= 500:
+                    raise _Retryable("server_error", f"HTTP {status}: {text}", retry_after) from None
+                raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
+            except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
+                raise _Retryable("server_error", f"bad response: {self._scrub(str(exc))[:300]}") from None
+            except (ValueError, TypeError) as exc:  # undecodable body
+                raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
+        if not hasattr(completion, "choices") or not completion.choices:
+            raise _Retryable("server_error", "the response has no choices")
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            acct.usage = acct.usage + Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+        return completion
+
+    @staticmethod
+    def _names_format(text: str) -> bool:
+        low = text.lower()
+        return any(word in low for word in _FORMAT_WORDS)
+
+    async def _request(self, kwargs: dict[str, Any], acct: _Account, fmt: str, prompt_id: str) -> Any:
+        """One request with our retries; raises JudgeCallError (or _FormatRejected)."""
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+            sleep=asyncio.sleep,
+        )
+        try:
+            return await retrying(self._once, kwargs, acct, fmt)
+        except _Retryable as exc:
+            n = self.max_attempts
+            raise JudgeCallError(
+                exc.cause, f"{prompt_id} via {self.identity}: {exc.message} (gave up after {n} attempt{'s' * (n != 1)})"
+            ) from None
+
+    async def _primary(
+        self, prompt_id: str, messages: list[dict[str, str]], model_cls: type[BaseModel], sample: int, acct: _Account
+    ) -> tuple[Any, str]:
+        """Send the first-choice request, walking down the format chain on refusals."""
+        if self.response_format != "auto":
+            fmt = self.response_format
+            try:
+                return await self._request(self._api_kwargs(messages, fmt, model_cls, sample), acct, fmt, prompt_id), fmt
+            except _FormatRejected as rej:
+                raise JudgeCallError(
+                    f"http_{rej.status}", f"{prompt_id} via {self.identity}: format {fmt} refused: {rej.message}"
+                ) from None
+        self._ensure()
+        assert self._probe_lock is not None
+        self.current_format()
+        if not self._confirmed and not self._probe_open:
+            async with self._probe_lock:  # one task finds the format; the others then use it
+                if not self._confirmed and not self._probe_open:
+                    try:
+                        return await self._walk_chain(prompt_id, messages, model_cls, sample, acct)
+                    except JudgeCallError:
+                        # the endpoint fails for another reason: do not make every task wait
+                        # for every other task's retries
+                        self._probe_open = True
+                        raise
+        return await self._walk_chain(prompt_id, messages, model_cls, sample, acct)
+
+    async def _walk_chain(
+        self, prompt_id: str, messages: list[dict[str, str]], model_cls: type[BaseModel], sample: int, acct: _Account
+    ) -> tuple[Any, str]:
+        fmt = self.current_format()
+        while True:
+            try:
+                completion = await self._request(
+                    self._api_kwargs(messages, fmt, model_cls, sample), acct, fmt, prompt_id
+                )
+            except _FormatRejected as rej:
+                i = FORMAT_CHAIN.index(fmt)
+                if i + 1 >= len(FORMAT_CHAIN):  # cannot happen: text sends no format
+                    raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {rej.message}") from None
+                fmt = FORMAT_CHAIN[i + 1]
+                self._lower_format(fmt)
+                continue
+            self._confirm_format(fmt)
+            return completion, fmt
+
+    @staticmethod
+    def _reply(completion: Any) -> tuple[str | None, bool]:
+        choice = completion.choices[0]
+        content = getattr(choice.message, "content", None) if choice.message is not None else None
+        return content, choice.finish_reason == "length"
+
+    async def _ask(
+        self,
+        prompt_id: str,
+        messages: list[dict[str, str]],
+        model_cls: type[M],
+        sample: int,
+        check: Callable[[M], None],
+    ) -> JudgeResponse[Any]:
+        fmt = self.current_format()
+        key = cache_key(self.key_request(prompt_id, messages, fmt, model_cls, sample))
+        if self.cache is not None:
+            entry = self.cache.get(key)
+            if entry is not None:
+                try:
+                    value = model_cls.model_validate(entry.response)
+                    check(value)
+                except (ValueError, InvalidOutput):
+                    entry = None  # a row that no longer validates is a miss
+                else:
+                    return JudgeResponse(value=value, calls=0, cache_hit=True, saved_usage=entry.usage)
+            if self.cache.mode == "replay":
+                raise JudgeCallError(
+                    "cache_miss",
+                    f"{prompt_id} via {self.identity}: no cached answer (key {key[:16]}) and the cache is "
+                    "in replay mode, which sends no requests",
+                )
+
+        acct = _Account()
+        completion, fmt = await self._primary(prompt_id, messages, model_cls, sample, acct)
+        text, truncated = self._reply(completion)
+        try:
+            value = parse_answer(text, model_cls, truncated=truncated)
+            check(value)
+        except InvalidOutput as bad:
+            repair = list(messages) + [
+                {"role": "assistant", "content": text or ""},
+                {"role": "user", "content": self._repair_text(bad, messages)},
+            ]
+            try:
+                completion = await self._request(self._api_kwargs(repair, fmt, model_cls, sample), acct, fmt, prompt_id)
+            except _FormatRejected as rej:
+                raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {rej.message}") from None
+            text, truncated = self._reply(completion)
+            try:
+                value = parse_answer(text, model_cls, truncated=truncated)
+                check(value)
+            except InvalidOutput as still:
+                cause = "truncated" if still.truncated else "invalid_output"
+                raise JudgeCallError(
+                    cause, f"{prompt_id} via {self.identity}: invalid answer after one repair: {self._scrub(still.message)}"
+                ) from None
+
+        if self.cache is not None:
+            request = self.key_request(prompt_id, messages, fmt, model_cls, sample)
+            self.cache.put(
+                cache_key(request),
+                identity=self.identity,
+                prompt=prompt_id,
+                request=request,
+                response=value.model_dump(mode="json"),
+                usage=acct.usage,
+            )
+        return JudgeResponse(value=value, calls=acct.calls, cache_hit=False, usage=acct.usage)
+
+    @staticmethod
+    def _repair_text(bad: InvalidOutput, messages: list[dict[str, str]]) -> str:
+        task = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+        hint = " Keep it short: shorter quotes and reason." if bad.truncated else ""
+        return (
+            f"Your previous reply could not be used: {bad.message}.{hint}\n"
+            "Reply again with only the corrected JSON object, nothing else, for the same task:\n\n"
+            f"{task}"
+        )
+
+    # -- the Judge protocol -------------------------------------------------------------------
+
+    async def decompose(self, reference: str, *, sample: int = 0) -> JudgeResponse[Statements]:
+        """Statements of ``reference`` (prompt ``decompose``)."""
+        prompt = load_prompt("decompose")
+        return await self._ask(prompt.id, render_decompose(reference), Statements, sample, lambda v: None)
+
+    async def judge_chunk(
+        self, question: str, statements: list[str], chunk: str, *, sample: int = 0
+    ) -> JudgeResponse[ChunkVerdict]:
+        """Verdict on ``chunk`` for ``question`` and its numbered ``statements`` (prompt
+        ``judge_chunk``). A support claim naming a statement number outside ``1..len(statements)``
+        makes the answer invalid (repaired once)."""
+        prompt = load_prompt("judge_chunk")
+        m = len(statements)
+
+        def check(v: ChunkVerdict) -> None:
+            wrong = sorted({s.statement for s in v.supports if not 1 <= s.statement <= m})
+            if wrong:
+                allowed = f"1..{m}" if m else "none (there are no statements)"
+                raise InvalidOutput(f"supports names statement(s) {wrong}; valid numbers are {allowed}")
+
+        return await self._ask(
+            prompt.id, render_judge_chunk(question, statements, chunk), ChunkVerdict, sample, check
+        )
