@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pandas as pd
@@ -124,16 +123,16 @@ def test_aggregate_grouping_options() -> None:
         aggregate(frame, n_boot=0)
 
 
-def test_aggregate_300_questions_50_measures_is_fast() -> None:
+def test_aggregate_300_questions_50_measures() -> None:
+    """Shape and definedness at realistic size; its speed is measured in bench/bench_metrics.py."""
     rng = np.random.default_rng(1)
     x = rng.random((300, 50))
     x[rng.random(x.shape) < 0.05] = np.nan
     frame = _frame({f"m{j}": x[:, j] for j in range(50)}, ["A"] * 300)
-    start = time.perf_counter()
     out = aggregate(frame, n_boot=1000)
-    elapsed = time.perf_counter() - start
     assert len(out) == 50 and out["ci_low"].notna().all()
-    assert elapsed < 2.0  # typically a few tens of milliseconds
+    assert (out["n"] + out["n_missing"] == 300).all()
+    assert (out["ci_low"] <= out["mean"]).all() and (out["mean"] <= out["ci_high"]).all()
 
 
 # --------------------------------------------------------------------------- paired comparisons
