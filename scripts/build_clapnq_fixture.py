@@ -176,7 +176,7 @@ def build_labels(src: Path, stats: Stats) -> tuple[list[dict], list[dict], list[
         ref_idx = next((i for i, o in enumerate(outputs) if is_graded(o) and o["meta"]["round"] == 2), None)
         if ref_idx is None:
             ref_idx = next((i for i, o in enumerate(outputs) if is_graded(o)), None)
-            stats.add("reference: round 1 (no round-2 annotation)")
+            stats.add("reference: round 1 (no usable round-2 annotation)")
         else:
             stats.add("reference: round 2")
         if ref_idx is None:
@@ -235,13 +235,26 @@ def build_labels(src: Path, stats: Stats) -> tuple[list[dict], list[dict], list[
 # --------------------------------------------------------------------------------------------
 
 
-def rank_all(scores: Any, depth: int) -> list[int]:
+def tie_keys(chunk_ids: list[str]) -> list[int]:
+    """Per corpus index, the position of its chunk id in plain string order: the tie-break key.
+
+    Chunk ids start with NQ ids, which carry no information about relevance (unlike corpus
+    order, where the answerable passages come first), so breaking ties this way favours no one.
+    """
+    order = sorted(range(len(chunk_ids)), key=lambda i: chunk_ids[i])
+    key = [0] * len(chunk_ids)
+    for pos, i in enumerate(order):
+        key[i] = pos
+    return key
+
+
+def rank_all(scores: Any, depth: int, tie: list[int]) -> list[int]:
     """Corpus indices of the ``depth`` best scores: score descending, exact ties broken by
-    corpus order (lower index first)."""
+    chunk id (string order, see :func:`tie_keys`)."""
     import numpy as np
 
     scores = np.asarray(scores)
-    order = np.lexsort((np.arange(len(scores)), -scores))  # last key is primary
+    order = np.lexsort((np.asarray(tie), -scores))  # last key is primary
     return [int(i) for i in order[:depth]]
 
 
@@ -280,19 +293,19 @@ def dense_scores(texts: list[str], queries: list[str]) -> list[Any]:
     return [row.astype("float64") for row in sims]
 
 
-def fuse(dense_rank: list[int], bm25_rank: list[int]) -> list[tuple[int, float]]:
+def fuse(dense_rank: list[int], bm25_rank: list[int], tie: list[int]) -> list[tuple[int, float]]:
     """Weighted reciprocal rank fusion over each list's top ``FUSION_DEPTH``:
     score(d) = 0.7 / (60 + rank_dense(d)) + 0.3 / (60 + rank_bm25(d)), a term being 0 when d is
-    not in that list. Ties: better dense rank, then better bm25 rank, then corpus order."""
+    not in that list. Ties: better dense rank, then better bm25 rank, then chunk id."""
     rd = {d: r for r, d in enumerate(dense_rank[:FUSION_DEPTH], start=1)}
     rb = {d: r for r, d in enumerate(bm25_rank[:FUSION_DEPTH], start=1)}
     inf = FUSION_DEPTH + 1
     scored = []
     for d in set(rd) | set(rb):
         s = (W_DENSE / (RRF_K + rd[d]) if d in rd else 0.0) + (W_BM25 / (RRF_K + rb[d]) if d in rb else 0.0)
-        scored.append((-s, rd.get(d, inf), rb.get(d, inf), d))
+        scored.append((-s, rd.get(d, inf), rb.get(d, inf), tie[d], d))
     scored.sort()
-    return [(d, -neg) for neg, _, _, d in scored]
+    return [(d, -neg) for neg, _, _, _, d in scored]
 
 
 def format_run(
@@ -359,19 +372,20 @@ def main(argv: list[str] | None = None) -> int:
     chunk_ids = [row["id"] for row in corpus]
     qids = [q["id"] for q in questions]
     qtexts = [q["question"] for q in questions]
+    tie = tie_keys(chunk_ids)
 
     print(f"bm25 over {len(texts)} sentences ...", file=sys.stderr)
     bscores = bm25_scores(texts, qtexts)
-    bm25_rank = [rank_all(s, FUSION_DEPTH) for s in bscores]
+    bm25_rank = [rank_all(s, FUSION_DEPTH, tie) for s in bscores]
     ranked: dict[str, list[list[tuple[int, float]]]] = {
         "bm25": [[(d, float(bscores[i][d])) for d in bm25_rank[i][:TOP_K]] for i in range(len(qids))]
     }
     if not args.skip_dense:
         print("dense (all-MiniLM-L6-v2) ...", file=sys.stderr)
         dscores = dense_scores(texts, qtexts)
-        dense_rank = [rank_all(s, FUSION_DEPTH) for s in dscores]
+        dense_rank = [rank_all(s, FUSION_DEPTH, tie) for s in dscores]
         ranked["dense"] = [[(d, float(dscores[i][d])) for d in dense_rank[i][:TOP_K]] for i in range(len(qids))]
-        ranked["hybrid"] = [fuse(dense_rank[i], bm25_rank[i])[:TOP_K] for i in range(len(qids))]
+        ranked["hybrid"] = [fuse(dense_rank[i], bm25_rank[i], tie)[:TOP_K] for i in range(len(qids))]
 
     runs = {name: format_run(name, qids, r, chunk_ids, stats) for name, r in ranked.items()}
     qrels_lines = [f"{q} 0 {c} {g}" for q, c, g in qrels]
