@@ -464,7 +464,8 @@ def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
                           threshold=judge_relevance, questions=qids)
     # Only questions a run actually ranked get judge-labelled values.
     ranked = {(name, qid) for name, run in truncated.items() for qid in run.rankings}
-    frame = frame[[(r, q) in ranked for r, q in zip(frame["run"], frame["question_id"])]].reset_index(drop=True)
+    keep = np.array([(r, q) in ranked for r, q in zip(frame["run"], frame["question_id"])], dtype=bool)
+    frame = frame.loc[keep].reset_index(drop=True)
     measure_cols = [c for c in frame.columns if c not in ("run", "question_id")]
     missing: list[dict[str, Any]] = []
     for i, qid in enumerate(frame["question_id"]):
@@ -481,7 +482,7 @@ def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
             empty_pool = frame[col].isna() & ~frame["question_id"].isin(list(failed))
             frame.loc[empty_pool, col] = 0.0
     undefined = _undefined_reasons(frame, "undefined: no chunk in the judged pool is relevant")
-    undefined = undefined[[qid not in failed for qid in undefined["question_id"]]]
+    undefined = undefined[~undefined["question_id"].isin(list(failed))].copy()
     undefined["measure"] = JUDGE_PREFIX + undefined["measure"]
     frame = frame.rename(columns={c: JUDGE_PREFIX + c for c in measure_cols})
     missing_frame = pd.concat([pd.DataFrame(missing, columns=["run", "question_id", "measure", "reason"]), undefined],

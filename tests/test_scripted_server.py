@@ -352,11 +352,15 @@ def test_invented_evidence_only_hits_judge_chunk():
     with ScriptedServer(scenario(), faults=[Fault("invented_evidence")]) as s:
         assert ask(s, render_decompose(REFERENCE)).choices[0].finish_reason == "stop"
         assert s.requests[0]["fault"] is None
+        # the real claims stay; one invented claim comes first, for an unsupported statement
+        v = json.loads(ask(s, render_judge_chunk(QUESTION, STATEMENTS, CHUNK_HEIGHT)).choices[0].message.content)
+        assert v["supports"][0] == {"statement": 2, "evidence": INVENTED_EVIDENCE}
+        assert [c["statement"] for c in v["supports"][1:]] == [1]
+        assert v["supports"][1]["evidence"] in CHUNK_HEIGHT
+        # every statement supported: the invented claim names statement 1
         v = json.loads(ask(s, render_judge_chunk(QUESTION, STATEMENTS, CHUNK_BOTH)).choices[0].message.content)
-        assert v["supports"] == [
-            {"statement": 1, "evidence": INVENTED_EVIDENCE},
-            {"statement": 2, "evidence": INVENTED_EVIDENCE},
-        ]
+        assert v["supports"][0] == {"statement": 1, "evidence": INVENTED_EVIDENCE}
+        assert sorted(c["statement"] for c in v["supports"][1:]) == [1, 2]
         assert INVENTED_EVIDENCE not in CHUNK_BOTH
         v = json.loads(ask(s, render_judge_chunk(QUESTION, STATEMENTS, "Bananas.")).choices[0].message.content)
         assert v["supports"] == [{"statement": 1, "evidence": INVENTED_EVIDENCE}]

@@ -72,9 +72,9 @@ Kinds: ``"429"`` (with a ``Retry-After`` header in seconds, possibly fractional,
 answered when the client has gone), ``"drop"`` (close the connection without any response),
 ``"malformed"`` (200, content that is not JSON), ``"truncated"`` (200, the normal content cut
 in half, ``finish_reason="length"``), ``"wrong_schema"`` (200, valid JSON of the wrong shape:
-``{"answer": "yes"}``), ``"invented_evidence"`` (200, judge_chunk answer whose support claims
-quote ``"the moon is made of cheese"``; when the script supports nothing, it claims
-statement 1 with that quote).
+``{"answer": "yes"}``), ``"invented_evidence"`` (200, the judge_chunk answer with one extra support claim in front,
+quoting ``"the moon is made of cheese"``, for the first statement the chunk does not support,
+or statement 1 when it supports all: a client that counted it would overstate support).
 
 Accounting
 ----------
@@ -740,8 +740,13 @@ class ScriptedServer:
         if kind == "wrong_schema":
             answer = dict(WRONG_SCHEMA_ANSWER)
         elif kind == "invented_evidence":
-            supports = [{"statement": s["statement"], "evidence": INVENTED_EVIDENCE} for s in answer["supports"]]
-            answer = {**answer, "supports": supports or [{"statement": 1, "evidence": INVENTED_EVIDENCE}]}
+            # One extra claim, for a statement the chunk does not support (statement 1 if it
+            # supports all): if the client counted it, the chunk's support would grow.
+            claimed = {s["statement"] for s in answer["supports"]}
+            unsupported = [n for n in range(1, len(parsed.statements) + 1) if n not in claimed]
+            target = unsupported[0] if unsupported else 1
+            invented = {"statement": target, "evidence": INVENTED_EVIDENCE}
+            answer = {**answer, "supports": [invented, *answer["supports"]]}
 
         if kind == "malformed":
             content = MALFORMED_CONTENT
