@@ -240,12 +240,13 @@ def test_invented_evidence_is_passed_through_for_the_evidence_check():
     with ScriptedServer(scenario(), faults=[Fault("invented_evidence", share=1.0, times=1)]) as server:
         task = ("judge_chunk", next(iter(REFS)), next(iter(CHUNKS)))
         r = run_tasks(make_judge(server), [task])[task]
-        assert r.calls == 1
-        assert [s.evidence for s in r.value.supports] == [INVENTED_EVIDENCE, INVENTED_EVIDENCE]
+        assert r.calls == 1  # schema-valid: no repair; quotes are checked later, not here
+        assert INVENTED_EVIDENCE in [s.evidence for s in r.value.supports]
+        assert all(s in r.value.supports for s in expected_value(task).supports)
 
 
 def test_statement_number_out_of_range_is_invalid_output():
-    # with no statements, the invented-evidence answer claims statement 1: out of range
+    # with no statements, the invented-evidence claim names statement 1: out of range
     with ScriptedServer(scenario(), faults=[Fault("invented_evidence", share=1.0, times=1)]) as server:
         judge = make_judge(server)
 
