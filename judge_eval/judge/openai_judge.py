@@ -430,7 +430,7 @@ class OpenAIJudge:
                 raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
             except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
                 raise _Retryable("server_error", f"bad response: {self._scrub(str(exc))[:300]}") from None
-            except (ValueError, TypeError) as exc:  # undecodable body
+            except ValueError as exc:  # undecodable body (JSON or model validation error)
                 raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
         if not hasattr(completion, "choices") or not completion.choices:
             raise _Retryable("server_error", "the response has no choices")
