@@ -172,10 +172,14 @@ def build_labels(src: Path, stats: Stats) -> tuple[list[dict], list[dict], list[
         stats.add("annotations: NA", sum((o.get("answer") or "").strip() == "NA" for o in outputs))
         stats.add("annotations: skipped/empty", sum(not (o.get("answer") or "").strip() for o in outputs))
 
-        # Reference: the first graded round-2 annotation; else the first graded one (round 1).
-        ref_idx = next((i for i, o in enumerate(outputs) if is_graded(o) and o["meta"]["round"] == 2), None)
+        # Reference: the first graded round-2 annotation whose answer has any word in it (one
+        # round-2 answer is just "."); else the first such graded one (round 1).
+        def can_be_reference(o: dict[str, Any]) -> bool:
+            return is_graded(o) and re.search(r"\w", o.get("answer") or "") is not None
+
+        ref_idx = next((i for i, o in enumerate(outputs) if can_be_reference(o) and o["meta"]["round"] == 2), None)
         if ref_idx is None:
-            ref_idx = next((i for i, o in enumerate(outputs) if is_graded(o)), None)
+            ref_idx = next((i for i, o in enumerate(outputs) if can_be_reference(o)), None)
             stats.add("reference: round 1 (no usable round-2 annotation)")
         else:
             stats.add("reference: round 2")

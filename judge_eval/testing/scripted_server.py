@@ -508,7 +508,8 @@ class ScriptedServer:
     ``latency`` (seconds waited before every chat answer, interruptible by shutdown);
     ``seed`` (mixed into fault selection); ``model`` (reported model id); ``api_key`` (when
     given, requests without ``Authorization: Bearer <api_key>`` get a 401); ``port`` (0 = any
-    free port).
+    free port); ``hold_after`` (answer only that many chat requests, then hold every further one
+    unanswered until :meth:`release` or shutdown: lets a test kill a client at a known point).
     """
 
     def __init__(
@@ -524,6 +525,7 @@ class ScriptedServer:
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        hold_after: int | None = None,
     ) -> None:
         self.scenario = scenario if scenario is not None else Scenario()
         self.faults = list(faults)
@@ -539,6 +541,10 @@ class ScriptedServer:
         self._script = _Script(self.scenario)
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self.hold_after = hold_after
+        self._answers_started = 0
+        self.held = 0  # requests currently held by ``hold_after``
+        self._released = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -547,6 +553,28 @@ class ScriptedServer:
         self.served_keys: Counter[str] = Counter()
         self.attempts: Counter[str] = Counter()  # body key -> attempts received
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+    # -- holding -------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Answer held requests (and every later one): ends ``hold_after``."""
+        self._released.set()
+
+    def _pass_hold(self) -> bool:
+        """False when the server closed while this request was held."""
+        with self._lock:
+            if self.hold_after is None or self._released.is_set() or self._answers_started < self.hold_after:
+                self._answers_started += 1
+                return True
+            self.held += 1
+        try:
+            while not self._released.wait(0.02):
+                if self._closing.is_set():
+                    return False
+            return True
+        finally:
+            with self._lock:
+                self.held -= 1
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -702,6 +730,9 @@ class ScriptedServer:
                 h._drop()
                 return
         if self.latency > 0 and self._closing.wait(self.latency):
+            h._drop()
+            return
+        if not self._pass_hold():
             h._drop()
             return
         if kind in _STATUS_ERRORS:
