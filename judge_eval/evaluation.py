@@ -314,7 +314,7 @@ def evaluate(
                               threshold=relevance_threshold,
                               questions=[qid for qid in ds.questions if labels.for_question(qid)])
         frames.append(human)
-        missing_frames.append(_undefined_reasons(human, "undefined"))
+        missing_frames.append(_undefined_reasons(human, "undefined: no relevant human label"))
     per_question = frames[0]
     for f in frames[1:]:
         per_question = per_question.merge(f, on=["run", "question_id"], how="outer", sort=False)

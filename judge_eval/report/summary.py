@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Literal
 
-from judge_eval.report.tables import records, render_by_measure
+from judge_eval.report.tables import missing_note, records, render_by_measure
 
 if TYPE_CHECKING:
     from judge_eval.evaluation import Results
@@ -51,13 +51,15 @@ def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"
     else:
         lines.append(f"judge: {judge}   prompts: {', '.join(info['prompts'].values())}")
     measures = list(dict.fromkeys(results.summary["measure"]))
-    lines.append(render_by_measure(results.summary, measures=_table_measures(measures)))
+    shown = _table_measures(measures)
+    lines.append(render_by_measure(results.summary, measures=shown))
     lines.append("mean [95% bootstrap CI] over questions; n = questions with a value; '-' = none.")
-    missing = results.summary[results.summary["n_missing"] > 0]
-    if len(missing):
-        worst = missing.sort_values("n_missing", ascending=False).iloc[0]
-        lines.append(f"missing values: up to {int(worst['n_missing'])} questions per measure "
-                     f"(see missing.csv in the results folder for reasons)")
+    note = missing_note(results.summary[results.summary["measure"].isin(shown)])
+    if note:
+        lines.append(note.replace("(left out of the mean)", "(left out of the mean; reasons in missing.csv)"))
+    if len(shown) < len(measures):
+        lines.append(f"{len(measures) - len(shown)} more measures (judge-labelled hit rate, precision, recall, MRR; "
+                     "human hit rate, precision, MRR) in --format csv/json and the results folder.")
     lines.append(accounting_line(info))
     if results.partial:
         lines.append("PARTIAL RESULT: a budget stopped the judge before every task ran.")

@@ -88,11 +88,27 @@ def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: in
     return "\n".join([fmt(header), *[fmt(r) for r in body]])
 
 
+def missing_note(summary: pd.DataFrame) -> str:
+    """One line per group of measures that are undefined for some questions, e.g.
+    ``undefined for 1 of 300 questions (left out of the mean): hit_rate@1, recall@1, mrr``."""
+    lines = []
+    rows = summary[summary["n_missing"] > 0]
+    groups: dict[tuple[int, int], list[str]] = {}
+    for r in rows.itertuples(index=False):
+        groups.setdefault((int(r.n_missing), int(r.n + r.n_missing)), []).append(str(r.measure))
+    for (missing, total), measures in groups.items():
+        names = ", ".join(dict.fromkeys(measures))
+        lines.append(f"undefined for {missing} of {total} questions (left out of the mean): {names}")
+    return "\n".join(lines)
+
+
 def render(summary: pd.DataFrame, fmt: Format = "table", *, with_ci: bool = False) -> str:
     """The summary in ``fmt``. CSV and JSON carry every statistic in long form (one record per
-    run and measure); the table shows the mean (and CI when asked)."""
+    run and measure); the table shows the mean (and CI when asked), with a note naming the
+    measures that are undefined for some questions."""
     if fmt == "table":
-        return render_text(summary, with_ci=with_ci)
+        note = missing_note(summary)
+        return render_text(summary, with_ci=with_ci) + ("\n" + note if note else "")
     if fmt == "csv":
         return summary.to_csv(index=False)
     if fmt == "json":
