@@ -129,3 +129,20 @@ def test_bad_arguments_exit_2(args: list[str], needle: str) -> None:
     result = CliRunner().invoke(main, base + args)
     assert result.exit_code == 2
     assert needle in result.output
+
+
+def test_native_jsonl_run_scores_like_its_trec_twin(tmp_path: Path) -> None:
+    """A run given as native JSONL (contexts by id) gives the same numbers as the TREC file."""
+    trec = MINI / "runs" / "dense.trec"
+    native = tmp_path / "dense.jsonl"
+    with native.open("w") as fh:
+        for qid, ranking in _read_run(trec).items():
+            fh.write(json.dumps({"id": qid, "contexts": [{"id": c} for c in ranking]}) + "\n")
+    outs = []
+    for run in (f"dense={trec}", str(native)):  # NAME=PATH, and PATH alone (name = file stem)
+        result = CliRunner().invoke(main, ["metrics", "--qrels", str(MINI / "qrels.txt"), "--run", run,
+                                           "-k", "5,10", "--format", "json"])
+        assert result.exit_code == 0, result.output
+        outs.append(json.loads(result.output))
+    assert outs[0] == outs[1]
+    assert {r["run"] for r in outs[1]} == {"dense"}

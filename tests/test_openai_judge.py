@@ -433,6 +433,12 @@ def test_second_identical_call_is_a_cache_hit_without_requests(tmp_path):
         assert stats["session"]["hits"] == len(TASKS)
 
 
+class _OtherStatements(Statements):
+    """The answer schema with one more field: a schema change must change the key."""
+
+    note: str = ""
+
+
 def test_cache_key_changes_with_everything_that_changes_the_answer():
     with ScriptedServer(scenario()) as server:
         base = make_judge(server)
@@ -456,6 +462,7 @@ def test_cache_key_changes_with_everything_that_changes_the_answer():
             "sample": key(sample=1),
             "messages": key(messages=render_decompose("Another reference.")),
             "namespace": key(make_judge(server, namespace="team-judge")),
+            "schema": cache_key(base.key_request(prompt_id, msgs, "json_schema", _OtherStatements, 0)),
         }
         assert len(set(variants.values())) == len(variants)
         # ... and not with the API key, the timeout or the retry settings
