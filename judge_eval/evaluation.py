@@ -273,8 +273,10 @@ def evaluate(
     - with human labels: ``hit_rate@k``, ``precision@k``, ``recall@k``, ``mrr@K``, ``ndcg@k``
       (relevant iff grade >= ``relevance_threshold``).
 
-    A value that a failed judge call would feed is missing (``Results.missing`` says why),
-    never 0. Budgets stop scheduling new calls and mark the result partial.
+    Every question with a reference counts for every run; a run without a ranking for it scores
+    an empty ranking there (0 where defined, as trec_eval -c). A value that a failed judge call
+    would feed is missing (``Results.missing`` says why), never 0. Budgets stop scheduling new
+    calls and mark the result partial.
     """
     ks = sorted(dict.fromkeys(int(k) for k in ks))
     if not ks or ks[0] < 1:
@@ -302,7 +304,8 @@ def evaluate(
                     joint_tasks.append(JointTask(q.question, q.reference, joint_context([c.text or "" for c in chunks[:k]])))
     planner = Planner(judge_obj, concurrency=concurrency, samples=samples, budget=budget, pricing=pricing,
                       progress=progress)
-    outcome = run_tasks(planner, chunk_tasks, joint_tasks)
+    references = [q.reference for q in ds.questions.values() if q.reference]
+    outcome = run_tasks(planner, chunk_tasks, joint_tasks, references)
 
     per_q, missing = _judged_frame(ds, outcome, ks, joint, useful_rule, useful_grade)
     judge_labelled, judge_missing = _judge_labelled_frame(ds, outcome, ks, judge_relevance)
@@ -390,9 +393,9 @@ def _judged_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int], joint: 
     missing: list[dict[str, Any]] = []
     for name, run in ds.runs.items():
         for qid, q in ds.questions.items():
-            if qid not in run.rankings:
-                continue
-            chunks = run.rankings[qid][:depth]
+            # A question the run has no ranking for is scored as an empty ranking (trec_eval -c),
+            # as the labelled metrics do: leaving it out would flatter a run that skips questions.
+            chunks = run.rankings.get(qid, [])[:depth]
             row: dict[str, Any] = {"run": name, "question_id": qid}
             if not q.reference:
                 result = judged_question_metrics(None, [], ks, no_reference=True)
@@ -462,10 +465,6 @@ def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
     qids = [qid for qid, q in ds.questions.items() if q.reference]
     frame = evaluate_runs(truncated, Qrels(grades=grades), measures=_ir_measure_names(ks), ks=ks,
                           threshold=judge_relevance, questions=qids)
-    # Only questions a run actually ranked get judge-labelled values.
-    ranked = {(name, qid) for name, run in truncated.items() for qid in run.rankings}
-    keep = np.array([(r, q) in ranked for r, q in zip(frame["run"], frame["question_id"])], dtype=bool)
-    frame = frame.loc[keep].reset_index(drop=True)
     measure_cols = [c for c in frame.columns if c not in ("run", "question_id")]
     missing: list[dict[str, Any]] = []
     for i, qid in enumerate(frame["question_id"]):

@@ -241,12 +241,17 @@ class Planner:
 
     # -- running -------------------------------------------------------------------------
     async def run(
-        self, chunk_tasks: Iterable[ChunkTask], joint_tasks: Iterable[JointTask] = ()
+        self,
+        chunk_tasks: Iterable[ChunkTask],
+        joint_tasks: Iterable[JointTask] = (),
+        references: Iterable[str] = (),
     ) -> JudgeOutcome:
-        """Decompose every reference the tasks need, then judge every task (each exactly once)."""
+        """Decompose every reference the tasks need (and the extra ``references``: a question
+        that no run ranked still needs its statement count), then judge every task, each
+        exactly once."""
         chunk_tasks = list(dict.fromkeys(chunk_tasks))
         joint_tasks = list(dict.fromkeys(joint_tasks))
-        references = list(dict.fromkeys([t.reference for t in chunk_tasks + joint_tasks]))
+        references = list(dict.fromkeys([*references, *(t.reference for t in chunk_tasks + joint_tasks)]))
         by_reference: dict[str, list[ChunkTask | JointTask]] = {r: [] for r in references}
         for t in [*chunk_tasks, *joint_tasks]:
             by_reference[t.reference].append(t)
@@ -331,6 +336,11 @@ class Planner:
         return out
 
 
-def run_tasks(planner: Planner, chunk_tasks: Iterable[ChunkTask], joint_tasks: Iterable[JointTask] = ()) -> JudgeOutcome:
+def run_tasks(
+    planner: Planner,
+    chunk_tasks: Iterable[ChunkTask],
+    joint_tasks: Iterable[JointTask] = (),
+    references: Iterable[str] = (),
+) -> JudgeOutcome:
     """Synchronous wrapper around :meth:`Planner.run`."""
-    return asyncio.run(planner.run(chunk_tasks, joint_tasks))
+    return asyncio.run(planner.run(chunk_tasks, joint_tasks, references))
