@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from judge_eval.data.load import load_dataset, load_qrels, load_run
-from judge_eval.data.models import Dataset, Qrels, Run
+from judge_eval.data.models import Chunk, Dataset, Qrels, Question, Run
 from judge_eval.errors import ConfigError, InputError
 from judge_eval.judge.evidence import VerifiedVerdict
 from judge_eval.judge.prompts import load_prompt
@@ -107,38 +107,30 @@ def make_judge(
 ) -> Judge:
     """Build a judge from a name (or return the one given).
 
-    ``None`` means: ``openai`` when an endpoint is configured (``OPENAI_API_KEY`` or
-    ``OPENAI_BASE_URL`` in the environment, or ``base_url`` given), else a :class:`ConfigError`
-    that says how to configure one or use the offline judge.
+    ``None`` and ``"openai"`` mean the OpenAI-compatible judge, which needs an endpoint
+    (``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` in the environment, or ``base_url``) and a model;
+    without them a :class:`ConfigError` says how to configure one or use the offline judge.
     """
     if judge is not None and not isinstance(judge, str):
         return judge
-    if judge is None:
-        configured = base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")
-        if not configured:
+    if judge == "offline":
+        from judge_eval.judge.offline import OfflineJudge
+
+        return OfflineJudge()
+    if judge in (None, "openai"):
+        if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
             raise ConfigError(
                 "no judge endpoint is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
                 "non-OpenAI server such as vLLM, Ollama or llama.cpp), or pass --base-url URL "
                 "--model NAME; or use the deterministic, approximate offline judge with "
                 "--judge offline."
             )
-        judge = "openai"
-    if judge == "offline":
-        from judge_eval.judge.offline import OfflineJudge
-
-        return OfflineJudge()
-    if judge == "openai":
-        from judge_eval.cache import ResponseCache
-        from judge_eval.judge.openai_judge import OpenAIJudge
-
         model = model or os.environ.get("JUDGE_EVAL_MODEL")
         if not model:
             raise ConfigError("the openai judge needs a model: pass --model NAME (or set JUDGE_EVAL_MODEL)")
-        if base_url is None and not os.environ.get("OPENAI_BASE_URL") and not os.environ.get("OPENAI_API_KEY"):
-            raise ConfigError(
-                "the openai judge needs an endpoint: set OPENAI_API_KEY for api.openai.com, or "
-                "OPENAI_BASE_URL / --base-url for another OpenAI-compatible server"
-            )
+        from judge_eval.cache import ResponseCache
+        from judge_eval.judge.openai_judge import OpenAIJudge
+
         response_cache = None
         if cache_mode != "off":
             if cache is None:
@@ -289,22 +281,9 @@ def evaluate(
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
                            concurrency=concurrency, timeout=timeout)
 
-    # ---- plan: one task per unique (question, reference, chunk text) ----
-    chunk_tasks: list[ChunkTask] = []
-    joint_tasks: list[JointTask] = []
-    for run in ds.runs.values():
-        for qid, chunks in run.rankings.items():
-            q = ds.questions.get(qid)
-            if q is None or not q.reference:
-                continue
-            for c in chunks[:depth]:
-                chunk_tasks.append(ChunkTask(q.question, q.reference, c.text or ""))
-            if joint:
-                for k in ks:
-                    joint_tasks.append(JointTask(q.question, q.reference, joint_context([c.text or "" for c in chunks[:k]])))
+    chunk_tasks, joint_tasks, references = _plan(ds, ks, joint)
     planner = Planner(judge_obj, concurrency=concurrency, samples=samples, budget=budget, pricing=pricing,
                       progress=progress)
-    references = [q.reference for q in ds.questions.values() if q.reference]
     outcome = run_tasks(planner, chunk_tasks, joint_tasks, references)
 
     per_q, missing = _judged_frame(ds, outcome, ks, joint, useful_rule, useful_grade)
@@ -351,6 +330,33 @@ def evaluate(
         statements=_statement_frame(ds, outcome),
         info=info,
     )
+
+
+def _chunk_task(q: Question, chunk: Chunk) -> ChunkTask:
+    """The judge task for one chunk of a ranking for question ``q``."""
+    return ChunkTask(q.question, q.reference or "", chunk.text or "")
+
+
+def _joint_task(q: Question, chunks: Sequence[Chunk], k: int) -> JointTask:
+    """The joint-recall task for the top ``k`` chunks of a ranking for question ``q``."""
+    return JointTask(q.question, q.reference or "", joint_context([c.text or "" for c in chunks[:k]]))
+
+
+def _plan(ds: Dataset, ks: Sequence[int], joint: bool) -> tuple[list[ChunkTask], list[JointTask], list[str]]:
+    """Every judge task the metrics need (duplicates are removed by the planner)."""
+    depth = ks[-1]
+    chunk_tasks: list[ChunkTask] = []
+    joint_tasks: list[JointTask] = []
+    for run in ds.runs.values():
+        for qid, chunks in run.rankings.items():
+            q = ds.questions[qid]
+            if not q.reference:
+                continue
+            chunk_tasks.extend(_chunk_task(q, c) for c in chunks[:depth])
+            if joint:
+                joint_tasks.extend(_joint_task(q, chunks, k) for k in ks)
+    references = [q.reference for q in ds.questions.values() if q.reference]
+    return chunk_tasks, joint_tasks, references
 
 
 def _ir_measure_names(ks: Sequence[int]) -> list[str]:
@@ -406,7 +412,7 @@ def _judged_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int], joint: 
                 failures = [st] if isinstance(st, Failure) else []
                 verdicts: list[VerifiedVerdict | None] = []
                 for c in chunks:
-                    v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                    v = outcome.verdicts[_chunk_task(q, c)]
                     if isinstance(v, Failure):
                         failures.append(v)
                         verdicts.append(None)
@@ -416,7 +422,7 @@ def _judged_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int], joint: 
                 if joint:
                     joint_verdicts = {}
                     for k in ks:
-                        jv = outcome.joint[JointTask(q.question, q.reference, joint_context([c.text or "" for c in chunks[:k]]))]
+                        jv = outcome.joint[_joint_task(q, chunks, k)]
                         if isinstance(jv, Failure):
                             failures.append(jv)
                             joint_verdicts[k] = None
@@ -457,7 +463,7 @@ def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
             if not q.reference:
                 continue
             for c in chunks:
-                v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                v = outcome.verdicts[_chunk_task(q, c)]
                 if isinstance(v, Failure):
                     failed.setdefault(qid, set()).add(_failure_reason(v))
                 else:
@@ -502,7 +508,7 @@ def _verdict_frame(ds: Dataset, outcome: JudgeOutcome, depth: int) -> pd.DataFra
                 if key in rows:
                     rows[key]["runs"][name] = rank
                     continue
-                v = outcome.verdicts[ChunkTask(q.question, q.reference, c.text or "")]
+                v = outcome.verdicts[_chunk_task(q, c)]
                 row: dict[str, Any] = {"question_id": qid, "chunk_id": c.id, "runs": {name: rank}}
                 if isinstance(v, Failure):
                     row.update(error=v.cause, error_message=v.message, grade=None, supported=[], evidence={},
