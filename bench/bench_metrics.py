@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from judge_eval.data.load import load_dataset, load_qrels, load_run
+from judge_eval.data.models import Run
 from judge_eval.evaluation import evaluate
 from judge_eval.judge.openai_judge import OpenAIJudge
 from judge_eval.metrics.evaluate_labelled import evaluate_runs
@@ -53,32 +54,28 @@ def main() -> None:
         judge="offline", ks=(5, 10), n_boot=1000), repeat=1)
 
     ds = load_dataset(CLAP / "questions.jsonl", {"dense": CLAP / "runs" / "dense.trec"}, corpus=CLAP / "corpus.jsonl")
-    with ScriptedServer(Scenario()) as server:
+    http_throughput(ds, latency=0.0, label="score over HTTP (scripted server)")
+    # With 50 ms of server latency per answer (a real endpoint is slower still), concurrency pays.
+    keep = list(ds.questions)[:30]
+    small = ds.model_copy(update={
+        "questions": {q: ds.questions[q] for q in keep},
+        "runs": {"dense": Run(name="dense", rankings={q: ds.runs["dense"].rankings[q] for q in keep})},
+    })
+    http_throughput(small, latency=0.05, label="score over HTTP, 50 ms latency")
+
+
+def http_throughput(ds, *, latency: float, label: str) -> None:
+    """Judge ``ds`` through the real openai client against the scripted server, at three
+    concurrency levels, with no cache."""
+    with ScriptedServer(Scenario(), latency=latency) as server:
         for concurrency in (1, 8, 32):
-            server.reset_log()
             judge = OpenAIJudge("scripted-judge", base_url=server.base_url, api_key="x", concurrency=concurrency)
             start = time.perf_counter()
             res = evaluate(ds, judge=judge, ks=(5,), concurrency=concurrency, n_boot=200)
             took = time.perf_counter() - start
             calls = res.info["accounting"]["calls"]
-            print(f"{'score over HTTP (scripted server), concurrency ' + str(concurrency):<60s} "
+            print(f"{label + ', concurrency ' + str(concurrency):<60s} "
                   f"{took * 1000:9.1f} ms  {calls} calls, {calls / took:7.1f} calls/s")
-
-    # With 50 ms of server latency per answer (a real endpoint is slower still), concurrency pays.
-    small = ds.model_copy()
-    keep = list(ds.questions)[:30]
-    small.questions = {q: ds.questions[q] for q in keep}
-    small.runs = {"dense": ds.runs["dense"].model_copy(update={"rankings": {q: ds.runs["dense"].rankings[q] for q in keep}})}
-    with ScriptedServer(Scenario(), latency=0.05) as server:
-        for concurrency in (1, 8, 32):
-            judge = OpenAIJudge("scripted-judge", base_url=server.base_url, api_key="x", concurrency=concurrency)
-            start = time.perf_counter()
-            res = evaluate(small, judge=judge, ks=(5,), concurrency=concurrency, n_boot=200)
-            took = time.perf_counter() - start
-            calls = res.info["accounting"]["calls"]
-            print(f"{'score over HTTP, 50 ms latency, concurrency ' + str(concurrency):<60s} "
-                  f"{took * 1000:9.1f} ms  {calls} calls, {calls / took:7.1f} calls/s")
-
 
 if __name__ == "__main__":
     main()

@@ -50,6 +50,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from judge_eval._jsonpath import first_path
 from judge_eval.errors import InputError
 from judge_eval.judge.protocol import Usage
 
@@ -87,21 +88,9 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _find_secret_field(value: Any, path: str = "") -> str | None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            here = f"{path}.{k}" if path else str(k)
-            if isinstance(k, str) and k.lower() in _SECRET_FIELDS:
-                return here
-            found = _find_secret_field(v, here)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _find_secret_field(v, f"{path}.{i}")
-            if found:
-                return found
-    return None
+def _find_secret_field(value: Any) -> str | None:
+    """The path of the first key that looks like a credential (``api_key``, ``authorization``...)."""
+    return first_path(value, lambda key: key.lower() in _SECRET_FIELDS, strings=False)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence, Union
 
+from judge_eval._jsonpath import first_path
 from judge_eval.errors import InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -56,25 +57,7 @@ def _surrogate_field(text: str, columns: Sequence[str] | None) -> str | None:
     except ValueError:
         return None
 
-    def walk(value: Any, prefix: str) -> str | None:
-        if isinstance(value, str):
-            return prefix if bad(value) else None
-        if isinstance(value, dict):
-            for k, v in value.items():
-                here = f"{prefix}.{k}" if prefix else str(k)
-                if bad(str(k)):
-                    return here
-                found = walk(v, here)
-                if found:
-                    return found
-        if isinstance(value, list):
-            for i, v in enumerate(value):
-                found = walk(v, f"{prefix}.{i}" if prefix else str(i))
-                if found:
-                    return found
-        return None
-
-    return walk(obj, "")
+    return first_path(obj, bad)
 
 
 def decode_line(raw: bytes, path: PathLike, lineno: int, columns: Sequence[str] | None = None) -> str:
