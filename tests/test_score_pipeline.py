@@ -270,3 +270,23 @@ def test_joint_recall_judges_the_concatenated_context(tmp_path: Path) -> None:
     # the scripted judge supports nothing for a text it does not know (the joined context)
     assert value(results, "dense", "joint_context_recall@5") == 0.0
     assert math.isclose(value(results, "dense", "context_recall@5"), 2 / 3)
+
+
+@pytest.mark.parametrize("budget_kw", [{"max_tokens": 2000}, {"max_cost": 0.002}])
+def test_token_and_cost_budgets(budget_kw, mini, tmp_path: Path) -> None:
+    from judge_eval.plan import Pricing
+
+    ds, scenario = mini
+    with ScriptedServer(scenario) as server:
+        results = evaluate(ds, judge=make_judge(server, None, concurrency=1), ks=(3,), n_boot=50, concurrency=1,
+                           budget=Budget(**budget_kw), pricing=Pricing(input_per_million=1.0, output_per_million=2.0))
+        served_tokens = server.usage["total_tokens"]
+    a = results.info["accounting"]
+    assert a["partial"] and a["skipped"] > 0
+    assert a["total_tokens"] == served_tokens  # what the server reported is what we counted
+    assert a["cost_usd"] == pytest.approx((a["prompt_tokens"] * 1.0 + a["completion_tokens"] * 2.0) / 1e6, abs=1e-6)
+    # with one call in flight, the budget is crossed by the last call only (a few calls' worth at most)
+    if "max_tokens" in budget_kw:
+        assert a["total_tokens"] >= 2000 and a["total_tokens"] - 2000 < a["total_tokens"] / a["calls"] * 3
+    else:
+        assert a["cost_usd"] >= 0.002
