@@ -62,7 +62,11 @@ class JudgeCallError(JudgeEvalError):
     ``cache_miss`` ...); the message is for humans.
     """
 
-    def __init__(self, cause: str, message: str) -> None:
+    def __init__(self, cause: str, message: str, *, calls: int = 0, usage: object | None = None) -> None:
         self.cause = cause
         self.message = message
+        #: HTTP requests the failed task sent (retries and repairs included) and the tokens the
+        #: server reported for them: a failure is not free, and budgets must see it.
+        self.calls = calls
+        self.usage = usage
         super().__init__(f"{cause}: {message}")

@@ -233,11 +233,12 @@ class Planner:
             or (b.max_cost is not None and acct.cost >= b.max_cost)
         )
 
-    def _account(self, acct: Accounting, resp: JudgeResponse) -> None:
-        acct.calls += resp.calls
-        acct.usage = acct.usage + resp.usage
-        acct.saved_usage = acct.saved_usage + resp.saved_usage
-        acct.cost += self.pricing.cost(resp.usage)
+    def _account(self, acct: Accounting, calls: int, usage: Usage, saved: Usage = Usage()) -> None:
+        """Add what one task spent (failed tasks spend too) and what a cache hit saved."""
+        acct.calls += calls
+        acct.usage = acct.usage + usage
+        acct.saved_usage = acct.saved_usage + saved
+        acct.cost += self.pricing.cost(usage)
 
     # -- running -------------------------------------------------------------------------
     async def run(
@@ -273,8 +274,9 @@ class Planner:
                 except JudgeCallError as exc:
                     acct.errors += 1
                     acct.error_causes[exc.cause] += 1
+                    self._account(acct, exc.calls, exc.usage or Usage())
                     return Failure(exc.cause, exc.message)
-                self._account(acct, resp)
+                self._account(acct, resp.calls, resp.usage, resp.saved_usage)
                 if resp.cache_hit:
                     acct.cache_hits += 1
                 return resp
@@ -310,17 +312,24 @@ class Planner:
             if isinstance(resp, Failure):
                 out.statements[reference] = resp
                 bar.update()
+                # The tasks that needed these statements cannot run: skipped with the budget,
+                # else errors of their own (cause decompose_failed), so done + errors + skipped
+                # always adds up to the number of tasks.
+                skipped = resp.cause == "budget"
+                failed = Failure(
+                    "budget" if skipped else "decompose_failed",
+                    f"the reference answer could not be decomposed ({resp.cause})",
+                )
                 for t in by_reference[reference]:
-                    failed = Failure(
-                        "decompose_failed" if resp.cause != "budget" else "budget",
-                        f"the reference answer could not be decomposed ({resp.cause})",
-                    )
                     if isinstance(t, ChunkTask):
                         out.verdicts[t] = failed
                     else:
                         out.joint[t] = failed
-                    if resp.cause == "budget":
+                    if skipped:
                         acct.skipped += 1
+                    else:
+                        acct.errors += 1
+                        acct.error_causes["decompose_failed"] += 1
                     bar.update()
                 return
             statements = resp.value.statements

@@ -148,13 +148,18 @@ def test_faults_give_the_fault_free_results_or_reported_errors(kind: str, mini, 
         judge = make_judge(server, ResponseCache(tmp_path / "c.sqlite"), timeout=0.5)
         results = evaluate(ds, judge=judge, ks=(1, 3), n_boot=200)
         faulted = sum(1 for r in server.requests if r["fault"] == kind)
+        received = len(server.requests)
     assert faulted > 0, "the fault must actually hit some requests"
     a = results.info["accounting"]
+    assert a["calls"] == received  # every request is accounted, the failed ones too
     reported = assert_equal_or_reported(results, baseline)
     if kind in REPAIRED:
         # a faulted answer costs a repair request; an item fails only if its repair is faulted too
-        assert a["errors"] < faulted
-        assert set(a["error_causes"]) <= {"invalid_output", "truncated"}
+        # (and the chunks of a reference whose decomposition failed are errors of their own)
+        causes = dict(a["error_causes"])
+        assert set(causes) <= {"invalid_output", "truncated", "decompose_failed"}
+        assert causes.get("invalid_output", 0) + causes.get("truncated", 0) < faulted
+        assert a["done"] + a["errors"] == a["tasks"]
         assert (reported > 0) == (a["errors"] > 0)
         return
     assert a["errors"] == 0 and reported == 0
@@ -176,7 +181,10 @@ def test_persistent_faults_become_errors_never_zeros(kind: str, cause: str, mini
     with ScriptedServer(scenario, faults=[fault]) as server:
         judge = make_judge(server, ResponseCache(tmp_path / "c.sqlite"), timeout=0.3, max_attempts=2)
         results = evaluate(ds, judge=judge, ks=(1, 3), n_boot=200)
+        received, served_tokens = len(server.requests), server.usage["total_tokens"]
     a = results.info["accounting"]
+    assert a["calls"] == received  # failed tasks' requests (retries, repairs) are paid and counted
+    assert a["total_tokens"] == served_tokens
     assert a["errors"] > 0 and a["error_causes"] == {cause: a["errors"]}
     assert assert_equal_or_reported(results, baseline) > 0
     # the failed chunks are listed with their cause in the verdicts
@@ -231,7 +239,10 @@ def test_replay_mode_miss_is_an_error_not_a_call(mini, tmp_path: Path) -> None:
         judge = make_judge(server, ResponseCache(tmp_path / "empty.sqlite", mode="replay"))
         results = evaluate(ds, judge=judge, ks=(3,), n_boot=50)
         assert server.completions == 0
-    assert results.info["accounting"]["error_causes"] == {"cache_miss": len(ds.questions)}
+    a = results.info["accounting"]
+    # the decompositions miss; every chunk task that needed their statements fails with them
+    assert a["error_causes"] == {"cache_miss": len(ds.questions), "decompose_failed": a["tasks"] - len(ds.questions)}
+    assert a["errors"] == a["tasks"] and a["calls"] == 0
     assert results.per_question["context_recall@3"].isna().all()
 
 

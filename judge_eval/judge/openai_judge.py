@@ -331,7 +331,9 @@ class OpenAIJudge:
                 },
             }
         if fmt == "json_object":
-            return {"type": "json_object"}
+            # llama.cpp's servers constrain JSON mode to a schema given here; servers that do
+            # not know the field ignore it (or refuse it, and the chain moves on to text).
+            return {"type": "json_object", "schema": strict_json_schema(model_cls)}
         return {"type": "text"}
 
     # -- requests -----------------------------------------------------------------------------
@@ -541,6 +543,23 @@ class OpenAIJudge:
                 )
 
         acct = _Account()
+        try:
+            return await self._ask_server(prompt_id, messages, model_cls, sample, check, acct)
+        except JudgeCallError as exc:
+            exc.calls, exc.usage = acct.calls, acct.usage
+            raise
+
+    async def _ask_server(
+        self,
+        prompt_id: str,
+        messages: list[dict[str, str]],
+        model_cls: type[M],
+        sample: int,
+        check: Callable[[M], None],
+        acct: _Account,
+    ) -> JudgeResponse[Any]:
+        """Ask the server (format chain, retries, one repair) and cache the valid answer.
+        ``acct`` collects the calls and tokens spent, also when this raises."""
         completion, fmt = await self._primary(prompt_id, messages, model_cls, sample, acct)
         text, truncated = self._reply(completion)
         try:
