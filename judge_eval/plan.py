@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from judge_eval.errors import JudgeCallError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
-from judge_eval.judge.protocol import ChunkVerdict, Judge, JudgeResponse, Usage
+from judge_eval.judge.protocol import ChunkVerdict, Judge, Usage
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ class Planner:
             result: VerifiedVerdict | Failure | None = None
             for sample in range(self.samples):
                 resp = await call(
-                    lambda: self.judge.judge_chunk(task.question, statements, text, sample=sample)
+                    lambda sample=sample: self.judge.judge_chunk(task.question, statements, text, sample=sample)
                 )
                 if isinstance(resp, Failure):
                     result = resp

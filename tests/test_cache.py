@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import multiprocessing
-import os
 import signal
 import sqlite3
 import subprocess

@@ -18,7 +18,6 @@ from judge_eval.plan import Budget
 from judge_eval.testing.scripted_server import Fault, ScriptedServer
 
 from judge_helpers import (
-    BANK_CHUNKS,
     BANK_RANKING,
     INJECTION,
     bank_dataset,

@@ -25,7 +25,6 @@ from judge_eval.data._io import (
     as_grade,
     as_id,
     as_opt_str,
-    as_score,
     atomic_write,
     dump_json_line,
     iter_json_records,

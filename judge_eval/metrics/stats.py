@@ -180,7 +180,7 @@ def _column_stats(
     for j in range(m):
         if n[j] >= 2:
             by_n.setdefault(int(n[j]), []).append(j)
-    for size, cols in by_n.items():
+    for cols in by_n.values():
         # Each column's defined values, compacted; columns with the same n share one
         # resample matrix (it depends only on seed and n).
         values = np.column_stack([matrix[defined[:, j], j] for j in cols])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Iterable, Literal, Sequence
+from typing import Literal, Sequence
 
 import pandas as pd
 
@@ -131,7 +131,3 @@ def render_per_question(per_question: pd.DataFrame, fmt: Format = "table") -> st
     if fmt == "json":
         return json.dumps(records(per_question), indent=2, ensure_ascii=False)
     return per_question.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
-
-
-def measure_order(columns: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(columns))

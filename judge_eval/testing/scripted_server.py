@@ -276,7 +276,7 @@ def default_evidence(chunk: str, statement: str) -> str:
         candidates.append(sentence)
         candidates.extend(p.strip() for p in re.split(r"[,;:]\s", sentence) if p.strip())
     best, best_score = chunk.strip(), (-1, -1)
-    for i, piece in enumerate(candidates):
+    for piece in candidates:
         score = (len(words & set(_WORD.findall(piece.lower()))), len(piece))
         if score > best_score:
             best, best_score = piece, score
