@@ -70,6 +70,19 @@ def parse_runs(specs: Sequence[str]) -> dict[str, str]:
     return runs
 
 
+def parse_columns(text: str | None) -> dict[str, str] | None:
+    """``"question_id=qid,chunk_id=doc"`` -> ``{"question_id": "qid", "chunk_id": "doc"}``."""
+    if not text:
+        return None
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, column = part.partition("=")
+        if not sep or not key.strip() or not column.strip():
+            raise InputError(f"--columns: {part!r} is not KEY=COLUMN", field="columns")
+        mapping[key.strip()] = column.strip()
+    return mapping
+
+
 def _write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file, so a failure leaves no partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,8 +120,11 @@ def main() -> None:
 @click.option("--per-question", is_flag=True, help="Print one row per (run, question) instead of the summary.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--columns", metavar="KEY=COL,...",
+              help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
+                   "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
 def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, threshold: int, fmt: str,
-            ci: bool, per_question: bool, out: str | None, seed: int) -> None:
+            ci: bool, per_question: bool, out: str | None, seed: int, columns: str | None) -> None:
     """Labelled metrics for several runs side by side (like trec_eval, for several runs at once).
 
     \b
@@ -128,8 +144,9 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
     def run() -> str:
         k_list = parse_ks(ks)
         run_paths = parse_runs(run_specs)
-        labels = load_qrels(qrels)
-        runs = {name: load_run(path, name) for name, path in run_paths.items()}
+        mapping = parse_columns(columns)
+        labels = load_qrels(qrels, columns=mapping)
+        runs = {name: load_run(path, name, columns=mapping) for name, path in run_paths.items()}
         frame = evaluate_runs(runs, labels, measures=measures, ks=k_list, threshold=threshold)
         if per_question:
             return render_per_question(frame, fmt)  # type: ignore[arg-type]
@@ -171,11 +188,14 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds per judge request.")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--columns", metavar="KEY=COL,...",
+              help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
+                   "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
 def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, judge_name: str | None,
           model: str | None, base_url: str | None, ks: str, out: str | None, cache_path: str | None,
           cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
           max_calls: int | None, max_tokens: int | None, max_cost: float | None, price_in: float,
-          price_out: float, timeout: float, fmt: str, progress: bool | None) -> None:
+          price_out: float, timeout: float, fmt: str, progress: bool | None, columns: str | None) -> None:
     """Score runs with an LLM judge: context recall/precision and judge-labelled IR metrics.
 
     \b
@@ -195,6 +215,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             parse_runs(run_specs),
             qrels,
             corpus=corpus,
+            columns=parse_columns(columns),
             judge=judge_name,  # type: ignore[arg-type]
             model=model,
             base_url=base_url,

@@ -156,19 +156,22 @@ def _load(
     runs: Mapping[str, PathLike | Run] | None,
     qrels: PathLike | Qrels | None,
     corpus: PathLike | None,
+    columns: Mapping[str, str] | None = None,
 ) -> Dataset:
-    """The dataset to score: ``data`` (a path or a Dataset) plus extra runs and labels."""
+    """The dataset to score: ``data`` (a path or a Dataset) plus extra runs and labels.
+    ``columns`` is the column mapping for table inputs (CSV/TSV/Parquet)."""
     runs = dict(runs or {})
     run_paths = {name: r for name, r in runs.items() if not isinstance(r, Run)}
     if isinstance(data, Dataset):
         ds = data.model_copy()
         ds.runs = dict(ds.runs)
         for name, path in run_paths.items():
-            ds.runs[name] = load_run(path, name, corpus=corpus)
+            ds.runs[name] = load_run(path, name, corpus=corpus, columns=columns)
         if qrels is not None and not isinstance(qrels, Qrels):
-            ds.qrels = load_qrels(qrels)
+            ds.qrels = load_qrels(qrels, columns=columns)
     else:
-        ds = load_dataset(data, run_paths, None if isinstance(qrels, Qrels) else qrels, corpus=corpus)
+        ds = load_dataset(data, run_paths, None if isinstance(qrels, Qrels) else qrels, corpus=corpus,
+                          columns=columns)
     for name, run in runs.items():
         if isinstance(run, Run):
             ds.runs[name] = run
@@ -220,6 +223,7 @@ def evaluate(
     qrels: PathLike | Qrels | None = None,
     *,
     corpus: PathLike | None = None,
+    columns: Mapping[str, str] | None = None,
     judge: Judge | Literal["openai", "offline"] | None = None,
     model: str | None = None,
     base_url: str | None = None,
@@ -246,6 +250,7 @@ def evaluate(
     JSONL file whose lines carry ``contexts`` brings its own run, named ``contexts``.
     ``runs``: run name -> run file (TREC or native JSONL) or :class:`Run`. ``qrels``: human labels
     (optional; inline ``labels`` on questions count too). ``corpus``: chunk texts for TREC runs.
+    ``columns``: the column mapping for CSV/TSV/Parquet inputs (see ``docs/formats.md``).
 
     ``judge``: ``"openai"`` (any OpenAI-compatible endpoint: ``model``, ``base_url``, and
     OPENAI_API_KEY / OPENAI_BASE_URL from the environment), ``"offline"`` (deterministic lexical
@@ -274,7 +279,7 @@ def evaluate(
     if not ks or ks[0] < 1:
         raise InputError("k must be a list of integers >= 1", field="k")
     depth = ks[-1]
-    ds = _load(data, runs, qrels, corpus)
+    ds = _load(data, runs, qrels, corpus, columns)
     if not ds.runs:
         raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
     _check_texts(ds, depth)

@@ -146,3 +146,18 @@ def test_native_jsonl_run_scores_like_its_trec_twin(tmp_path: Path) -> None:
         outs.append(json.loads(result.output))
     assert outs[0] == outs[1]
     assert {r["run"] for r in outs[1]} == {"dense"}
+
+
+def test_csv_run_with_a_column_mapping(tmp_path: Path) -> None:
+    run = tmp_path / "dense.csv"
+    lines = ["query,doc,pos"]
+    for qid, ranking in _read_run(MINI / "runs" / "dense.trec").items():
+        lines += [f"{qid},{doc},{i}" for i, doc in enumerate(ranking, start=1)]
+    run.write_text("\n".join(lines) + "\n")
+    args = ["metrics", "--qrels", str(MINI / "qrels.txt"), "-k", "5", "--format", "json"]
+    mapped = CliRunner().invoke(main, args + ["--run", f"dense={run}", "--columns", "question_id=query,chunk_id=doc,rank=pos"])
+    trec = CliRunner().invoke(main, args + ["--run", f"dense={MINI / 'runs' / 'dense.trec'}"])
+    assert mapped.exit_code == 0, mapped.output
+    assert json.loads(mapped.output) == json.loads(trec.output)
+    bad = CliRunner().invoke(main, args + ["--run", f"dense={run}", "--columns", "question_id=nope,chunk_id=doc"])
+    assert bad.exit_code == 2 and "nope" in bad.output and str(run) in bad.output

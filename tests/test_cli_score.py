@@ -171,3 +171,23 @@ def test_offline_judge_scores_the_full_clapnq_fixture_end_to_end(tmp_path: Path)
     assert min(human, key=human.get) == min(judged, key=judged.get) == "bm25"
     assert summary["judge"] == {"identity": "offline:v1", "approximate": True}
     assert summary["accounting"]["calls"] == 0 and summary["accounting"]["errors"] == 0
+
+
+def test_score_reads_a_csv_questions_file_through_a_column_mapping(tmp_path: Path) -> None:
+    bank = ROOT / "fixtures" / "bank_faq"
+    q = json.loads((bank / "questions.jsonl").read_text().splitlines()[0])
+    import csv
+
+    with (tmp_path / "questions.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["qid", "text", "answer"])
+        writer.writerow([q["id"], q["question"], q["reference"]])
+    result = subprocess.run([
+        sys.executable, "-m", "judge_eval.cli", "score", "--data", str(tmp_path / "questions.csv"),
+        "--columns", "question_id=qid,question=text,reference=answer",
+        "--run", f"dense={bank / 'runs' / 'dense.trec'}", "--corpus", str(bank / "corpus.jsonl"),
+        "--judge", "offline", "-k", "5", "--format", "json",
+    ], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    got = {r["measure"]: r["mean"] for r in json.loads(result.stdout)["summary"]}
+    assert got["context_recall@5"] == pytest.approx(2 / 3) and got["context_precision@5"] == pytest.approx(0.5)
