@@ -29,7 +29,10 @@ def accounting_line(info: dict) -> str:
         f"cache hits {a['cache_hits']}",
         f"tokens {a['total_tokens']}",
         f"cost ${a['cost_usd']:.4f}",
-        f"errors {a['errors']}",
+        f"errors {a['errors']}" + (
+            " (" + ", ".join(f"{cause} {n}" for cause, n in sorted(a["error_causes"].items())) + ")"
+            if a["errors"] else ""
+        ),
         f"unverified evidence {a['unverified_evidence']}",
     ]
     if a["skipped"]:
