@@ -9,11 +9,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, NoReturn, Sequence, TypeVar
 
 import click
 
-from judge_eval.errors import ConfigError, InputError, JudgeEvalError
+from judge_eval.errors import InputError, JudgeEvalError
 
 T = TypeVar("T")
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 # ----------------------------------------------------------------------------- helpers
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
 
@@ -30,11 +30,8 @@ def _guard(fn: Callable[[], T]) -> T:
     """Run ``fn``; bad input or configuration -> one clear message on stderr and exit 2."""
     try:
         return fn()
-    except (InputError, ConfigError) as exc:
+    except JudgeEvalError as exc:  # InputError, ConfigError, ...
         _fail(str(exc))
-    except JudgeEvalError as exc:
-        _fail(str(exc))
-    raise AssertionError("unreachable")
 
 
 def parse_ks(text: str) -> list[int]:

@@ -33,6 +33,16 @@ def _cell(mean: float, lo: float, hi: float, with_ci: bool, digits: int) -> str:
     return text
 
 
+def _grid(header: list[str], body: list[list[str]]) -> str:
+    """Fixed-width columns two spaces apart: the first left-aligned, the others right-aligned."""
+    widths = [max(len(x) for x in col) for col in zip(header, *body)]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+    return "\n".join(line(row) for row in [header, *body])
+
+
 def render_text(
     summary: pd.DataFrame,
     *,
@@ -55,11 +65,7 @@ def render_text(
             r = by_key.get((run, m))
             row.append("-" if r is None else _cell(r.mean, r.ci_low, r.ci_high, with_ci, digits))
         body.append(row)
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
-    for row in body:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-    return "\n".join(lines)
+    return _grid(header, body)
 
 
 def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: int = 3,
@@ -83,9 +89,7 @@ def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: in
                 ns.add(int(r.n))
         row.append("/".join(str(n) for n in sorted(ns)))
         body.append(row)
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    fmt = lambda row: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
-    return "\n".join([fmt(header), *[fmt(r) for r in body]])
+    return _grid(header, body)
 
 
 def missing_note(summary: pd.DataFrame) -> str:
