@@ -128,6 +128,15 @@ def require(obj: Mapping[str, Any], key: str, *, path: PathLike, line: int) -> A
     return obj[key]
 
 
+def question_id(obj: Mapping[str, Any], seen: Mapping[str, int], *, path: PathLike, line: int) -> str:
+    """The record's ``id`` as a question id; an error if it is missing, not an id, or already
+    used on an earlier line (``seen``: id -> line)."""
+    qid = as_id(require(obj, "id", path=path, line=line), path=path, line=line, field="id")
+    if qid in seen:
+        raise duplicate_error("question id", qid, seen[qid], path=path, line=line, field="id")
+    return qid
+
+
 def first_key(obj: Mapping[str, Any], keys: Iterable[str], *, path: PathLike, line: int) -> tuple[str, Any]:
     """The first of ``keys`` present in ``obj`` with its value, or a 'missing field' error."""
     keys = tuple(keys)
@@ -167,9 +176,7 @@ def read_questions_jsonl(
     rankings: dict[str, list[Chunk]] = {}
     origins: dict[str, int] = {}
     for line, obj in iter_json_records(path):
-        qid = as_id(require(obj, "id", path=path, line=line), path=path, line=line, field="id")
-        if qid in first_seen:
-            raise duplicate_error("question id", qid, first_seen[qid], path=path, line=line, field="id")
+        qid = question_id(obj, first_seen, path=path, line=line)
         first_seen[qid] = line
         text = require(obj, "question", path=path, line=line)
         if not isinstance(text, str):
@@ -205,9 +212,7 @@ def read_run_jsonl(path: PathLike, name: str, *, corpus: Mapping[str, str] | Non
     rankings: dict[str, list[Chunk]] = {}
     origins: dict[str, int] = {}
     for line, obj in iter_json_records(path):
-        qid = as_id(require(obj, "id", path=path, line=line), path=path, line=line, field="id")
-        if qid in origins:
-            raise duplicate_error("question id", qid, origins[qid], path=path, line=line, field="id")
+        qid = question_id(obj, origins, path=path, line=line)
         contexts = require(obj, "contexts", path=path, line=line)
         rankings[qid] = parse_contexts(contexts, path=path, line=line, corpus=corpus)
         origins[qid] = line
