@@ -1,19 +1,21 @@
 """The ``judge-eval`` command line. Thin: it parses arguments and calls the Python API.
 
-Exit codes: 0 success; 1 an unexpected failure; 2 bad input or configuration (nothing written).
+Exit codes (:class:`judge_eval.errors.ExitCode`): 0 done; 2 bad input or configuration (one
+message, nothing written); 3 the judge did not deliver (refused or unreachable, too many failed
+items, or a budget reached); 70 a bug in judge-eval (with its traceback); 130 interrupted.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
+import traceback
+import warnings
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, NoReturn, Sequence, TypeVar
 
 import click
 
-from judge_eval.errors import InputError, JudgeEvalError
+from judge_eval.errors import ConfigError, ExitCode, InputError, JudgeEvalError
 
 T = TypeVar("T")
 
@@ -21,31 +23,59 @@ T = TypeVar("T")
 # ----------------------------------------------------------------------------- helpers
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = ExitCode.USAGE) -> NoReturn:
     click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(int(code))
 
 
 def _guard(fn: Callable[[], T]) -> T:
-    """Run ``fn``; bad input or configuration -> one clear message on stderr and exit 2."""
+    """Run ``fn``; an error we raise on purpose -> one clear message on stderr and its exit code
+    (2 for bad input or configuration)."""
     try:
         return fn()
-    except JudgeEvalError as exc:  # InputError, ConfigError, ...
-        _fail(str(exc))
+    except JudgeEvalError as exc:  # InputError, ConfigError, CacheError, JudgeUnavailableError ...
+        _fail(str(exc), exc.exit_code)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """Warnings reach the terminal as one line, ``warning: ...``, without a source line."""
+    click.echo(f"warning: {message}", err=True)
+
+
+class _Group(click.Group):
+    """The command group: every failure becomes one message and a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except (click.exceptions.Exit, click.ClickException, click.Abort):
+                raise
+            except JudgeEvalError as exc:
+                click.echo(f"error: {exc}", err=True)
+                ctx.exit(int(exc.exit_code))
+            except KeyboardInterrupt:
+                click.echo("interrupted", err=True)
+                ctx.exit(int(ExitCode.INTERRUPTED))
+            except Exception:
+                click.echo(traceback.format_exc(), err=True, nl=False)
+                click.echo("error: this is a bug in judge-eval (the traceback above says where); "
+                           "please report it", err=True)
+                ctx.exit(int(ExitCode.INTERNAL))
 
 
 def parse_ks(text: str) -> list[int]:
-    """``"1,3,5"`` -> ``[1, 3, 5]``; every k must be an integer >= 1."""
+    """``"1,3,5"`` -> ``[1, 3, 5]``; every k must be an integer >= 1 (no empty items)."""
     ks: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if not part:
-            continue
         if not part.isdigit() or int(part) < 1:
-            raise InputError(f"-k: {part!r} is not an integer >= 1", field="k")
+            shown = repr(part) if part else "an empty item"
+            raise ConfigError(f"{shown} in {text!r} is not an integer >= 1; write e.g. -k 5,10", option="-k")
         ks.append(int(part))
-    if not ks:
-        raise InputError("-k: give at least one cutoff, e.g. -k 5,10", field="k")
     return sorted(dict.fromkeys(ks))
 
 
@@ -80,23 +110,27 @@ def parse_columns(text: str | None) -> dict[str, str] | None:
     return mapping
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file, so a failure leaves no partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class _FiniteRange(click.FloatRange):
+    """A float range that also refuses NaN and infinity."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if rv != rv or rv in (float("inf"), float("-inf")):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+#: numeric option types: out-of-range values are a usage error (exit 2) naming the option
+_POSITIVE_INT = click.IntRange(min=1)
+_COUNT = click.IntRange(min=0)
+_MONEY = _FiniteRange(min=0)
+_SECONDS = _FiniteRange(min=0, min_open=True, max=86400)
 
 
 # ----------------------------------------------------------------------------- commands
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="judge-eval")
 def main() -> None:
     """Score RAG retrieval with an LLM judge when nobody labelled the chunks, and with human
@@ -111,12 +145,14 @@ def main() -> None:
 @click.option("--measures", default="hit_rate,precision,recall,mrr,ndcg", show_default=True,
               help="Comma-separated: hit_rate, precision, recall, mrr, ndcg, ndcg_exp, ndcg_jarvelin, "
                    "map, r_precision, judged; NAME@K for one cutoff.")
-@click.option("--threshold", default=1, show_default=True, type=int, help="Relevant iff grade >= threshold.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--threshold", default=1, show_default=True, type=_POSITIVE_INT, help="Relevant iff grade >= threshold.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table: aligned text for people; csv and json: every statistic (mean, n, n_missing, CI) for tools.")
 @click.option("--ci", is_flag=True, help="Show 95% bootstrap confidence intervals in the table.")
 @click.option("--per-question", is_flag=True, help="Print one row per (run, question) instead of the summary.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Write to FILE instead of standard output (replaced atomically if it exists; never a folder).")
+@click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap.")
 @click.option("--columns", metavar="KEY=COL,...",
               help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
                    "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
@@ -130,29 +166,26 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
         --run bm25=fixtures/clapnq/runs/bm25.trec --run dense=fixtures/clapnq/runs/dense.trec
 
     Every question with at least one label counts; a run without a ranking for it scores 0
-    there (trec_eval -c). Undefined values (e.g. recall with no relevant label) are left out
-    of the mean and counted as n_missing.
+    there (trec_eval -c), with a warning. Undefined values (e.g. recall with no relevant label)
+    are left out of the mean and counted as n_missing.
     """
-    from judge_eval.data.load import load_qrels, load_run
-    from judge_eval.metrics.evaluate_labelled import evaluate_runs
-    from judge_eval.metrics.stats import aggregate
+    from judge_eval.atomic import check_file, write_text
+    from judge_eval.labelled import evaluate_labelled
     from judge_eval.report.tables import render, render_per_question
 
     def run() -> str:
         k_list = parse_ks(ks)
-        run_paths = parse_runs(run_specs)
-        mapping = parse_columns(columns)
-        labels = load_qrels(qrels, columns=mapping)
-        runs = {name: load_run(path, name, columns=mapping) for name, path in run_paths.items()}
-        frame = evaluate_runs(runs, labels, measures=measures, ks=k_list, threshold=threshold)
+        if out:
+            check_file(out)
+        result = evaluate_labelled(qrels, parse_runs(run_specs), measures=measures, ks=k_list,
+                                   threshold=threshold, columns=parse_columns(columns), seed=seed)
         if per_question:
-            return render_per_question(frame, fmt)  # type: ignore[arg-type]
-        summary = aggregate(frame, by=["run"], seed=seed)
-        return render(summary, fmt, with_ci=ci)  # type: ignore[arg-type]
+            return render_per_question(result.per_question, fmt)  # type: ignore[arg-type]
+        return render(result.summary, fmt, with_ci=ci)  # type: ignore[arg-type]
 
     text = _guard(run)
     if out:
-        _write_atomic(Path(out), text if text.endswith("\n") else text + "\n")
+        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
     else:
         click.echo(text)
 
@@ -163,36 +196,53 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--run", "run_specs", multiple=True, metavar="NAME=PATH", help="A run file; repeat for several runs.")
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Human labels (optional): adds labelled metrics.")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Chunk texts (JSONL id,text) for TREC runs.")
-@click.option("--judge", "judge_name", type=click.Choice(["openai", "offline"]), default=None,
+@click.option("--judge", "judge_name", type=click.Choice(["openai", "offline"]), default="openai", show_default=True,
               help="openai: any OpenAI-compatible endpoint; offline: deterministic lexical approximation, no network.")
 @click.option("--model", help="Judge model name (openai judge). Env: JUDGE_EVAL_MODEL.")
 @click.option("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1. Env: OPENAI_BASE_URL.")
+@click.option("--judge-id", metavar="NAME",
+              help="Name this judge in results and cache keys (default openai:<host>/<model>, the same on any port). "
+                   "Give two endpoints serving the same model the same name to share cached answers.")
 @click.option("-k", "ks", default="5,10", show_default=True, help="Cutoffs, comma-separated; the top max(k) chunks are judged.")
-@click.option("--out", type=click.Path(file_okay=False), help="Write the results folder here.")
+@click.option("--out", type=click.Path(), metavar="DIR",
+              help="Write the results folder here. An earlier results folder is replaced; a folder holding other "
+                   "files is refused (see --force). Checked before any judge call.")
+@click.option("--force", is_flag=True,
+              help="With --out: write the result files into an existing folder that holds other files (they are kept).")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
               help="Response cache (SQLite). Default: $JUDGE_EVAL_CACHE or ~/.cache/judge-eval/responses.sqlite.")
-@click.option("--cache-mode", type=click.Choice(["use", "refresh", "replay", "off"]), default="use", show_default=True)
-@click.option("--concurrency", default=8, show_default=True, help="Judge calls in flight at once.")
-@click.option("--samples", default=1, show_default=True, help="Ask the judge N times per chunk; majority vote.")
+@click.option("--cache-mode", type=click.Choice(["use", "refresh", "replay", "off"]), default="use", show_default=True,
+              help="use: read and write; refresh: ask again and overwrite; replay: cached answers only, no request "
+                   "(a miss is a judge error); off: no cache.")
+@click.option("--concurrency", default=8, show_default=True, type=_POSITIVE_INT, help="Judge calls in flight at once.")
+@click.option("--samples", default=1, show_default=True, type=_POSITIVE_INT,
+              help="Ask the judge N times per chunk; majority vote.")
 @click.option("--joint", is_flag=True, help="Also compute joint context recall (top-k judged as one context).")
 @click.option("--useful", "useful_rule", type=click.Choice(["support", "grade"]), default="support", show_default=True,
               help="A chunk is useful for context precision when it supports a statement, or when its grade >= 2.")
-@click.option("--max-calls", type=int, help="Stop scheduling new judge calls after this many.")
-@click.option("--max-tokens", type=int, help="Stop scheduling new judge calls after this many tokens.")
-@click.option("--max-cost", type=float, help="Stop scheduling new judge calls after this cost (USD).")
-@click.option("--price-in", default=0.0, show_default=True, help="USD per million prompt tokens.")
-@click.option("--price-out", default=0.0, show_default=True, help="USD per million completion tokens.")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds per judge request.")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--max-calls", type=_COUNT, help="Stop scheduling new judge calls after this many.")
+@click.option("--max-tokens", type=_COUNT, help="Stop scheduling new judge calls after this many tokens.")
+@click.option("--max-cost", type=_MONEY, help="Stop scheduling new judge calls after this cost (USD).")
+@click.option("--max-errors", default="5%", show_default=True, metavar="SHARE|COUNT",
+              help="Failed judge tasks tolerated before the run exits 3: a share (5%, 0.05) or a count (0, 10).")
+@click.option("--price-in", default=0.0, show_default=True, type=_MONEY, help="USD per million prompt tokens.")
+@click.option("--price-out", default=0.0, show_default=True, type=_MONEY, help="USD per million completion tokens.")
+@click.option("--timeout", default=60.0, show_default=True, type=_SECONDS, help="Seconds per judge request.")
+@click.option("--strict", is_flag=True,
+              help="Refuse runs that rank questions missing from --data (default: leave them out, with a warning).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table: the summary for people; csv and json: every measure and statistic, plus (json) the "
+                   "judge, settings and accounting.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.option("--columns", metavar="KEY=COL,...",
               help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
                    "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
-def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, judge_name: str | None,
-          model: str | None, base_url: str | None, ks: str, out: str | None, cache_path: str | None,
-          cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
-          max_calls: int | None, max_tokens: int | None, max_cost: float | None, price_in: float,
-          price_out: float, timeout: float, fmt: str, progress: bool | None, columns: str | None) -> None:
+def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, judge_name: str,
+          model: str | None, base_url: str | None, judge_id: str | None, ks: str, out: str | None, force: bool,
+          cache_path: str | None, cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
+          max_calls: int | None, max_tokens: int | None, max_cost: float | None, max_errors: str,
+          price_in: float, price_out: float, timeout: float, strict: bool, fmt: str, progress: bool | None,
+          columns: str | None) -> None:
     """Score runs with an LLM judge: context recall/precision and judge-labelled IR metrics.
 
     \b
@@ -201,13 +251,23 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
         --run bm25=fixtures/clapnq/runs/bm25.trec --judge offline -k 5,10
 
     Reads OPENAI_API_KEY and OPENAI_BASE_URL from the environment for the openai judge.
+    Exit status: 0 done; 2 bad input or options; 3 the judge failed (refused, unreachable, more
+    failed tasks than --max-errors, or a budget reached: results are still written); 130 Ctrl-C
+    (a rerun resumes from the cache).
     """
     from judge_eval.evaluation import evaluate
-    from judge_eval.plan import Budget, Pricing
+    from judge_eval.plan import Budget, ErrorTolerance, Pricing
+    from judge_eval.report.folder import check_results_dir
     from judge_eval.report.summary import render_score_summary
 
     def run():
-        return evaluate(
+        k_list = parse_ks(ks)
+        tolerance = ErrorTolerance.parse(max_errors)
+        if force and not out:
+            raise ConfigError("--force only applies to --out DIR", option="--force")
+        if out:
+            check_results_dir(out, force=force)
+        results = evaluate(
             data,
             parse_runs(run_specs),
             qrels,
@@ -216,7 +276,8 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             judge=judge_name,  # type: ignore[arg-type]
             model=model,
             base_url=base_url,
-            ks=parse_ks(ks),
+            judge_id=judge_id,
+            ks=k_list,
             cache=cache_path,
             cache_mode=cache_mode,  # type: ignore[arg-type]
             concurrency=concurrency,
@@ -226,15 +287,20 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             joint=joint,
             useful_rule=useful_rule,  # type: ignore[arg-type]
             timeout=timeout,
+            strict=strict,
             progress=sys.stderr.isatty() if progress is None else progress,
         )
+        if out:
+            results.write(out, force=force)
+        return results, tolerance
 
-    results = _guard(run)
-    if out:
-        results.write(out)
+    results, tolerance = _guard(run)
     click.echo(render_score_summary(results, fmt))  # type: ignore[arg-type]
     if out:
-        click.echo(f"\nresults written to {out}/", err=True)
+        click.echo(f"\nresults written to {out.rstrip('/')}/", err=True)
+    problem = results.judge_failure(tolerance)
+    if problem:
+        _fail(problem, ExitCode.JUDGE_FAILED)
 
 
 # ----------------------------------------------------------------------------- cache

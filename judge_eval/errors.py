@@ -1,17 +1,47 @@
-"""Errors that judge-eval raises on purpose.
+"""Errors that judge-eval raises on purpose, and the exit code of each.
 
 Every error a user can cause by giving us bad input is an :class:`InputError`: it names the file,
 the line (or row) and the field, so the message alone is enough to fix the input. The CLI turns
-it into exit code 2 and writes nothing.
+every :class:`JudgeEvalError` into one message on stderr and its ``exit_code``
+(:class:`ExitCode`), and writes nothing.
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    """What the ``judge-eval`` command's exit status means (the README's table is this one).
+
+    - ``OK`` (0): done; every number was computed (failed judge items, if any, are within
+      ``--max-errors`` and reported).
+    - ``REGRESSION`` (1): reserved for audits: a metric regressed. ``score`` and ``metrics``
+      never use it.
+    - ``USAGE`` (2): bad input or configuration (a file, a line, an option); nothing was written.
+    - ``JUDGE_FAILED`` (3): the judge did not deliver: it could not be reached or refused us
+      (authentication, unknown model, connection refused: the run stops at once), more judge
+      items failed than ``--max-errors`` allows, or a budget stopped it before every task ran.
+      Results are written when the run got that far, marked as such.
+    - ``INTERNAL`` (70, ``EX_SOFTWARE``): a bug in judge-eval; the traceback is printed.
+    - ``INTERRUPTED`` (130): Ctrl-C; answers already received stay in the cache, so running the
+      same command again resumes.
+    """
+
+    OK = 0
+    REGRESSION = 1
+    USAGE = 2
+    JUDGE_FAILED = 3
+    INTERNAL = 70
+    INTERRUPTED = 130
 
 
 class JudgeEvalError(Exception):
     """Base class of every error judge-eval raises on purpose."""
+
+    #: the CLI's exit status for this error
+    exit_code: ExitCode = ExitCode.USAGE
 
 
 class InputError(JudgeEvalError, ValueError):
@@ -50,8 +80,40 @@ class InputError(JudgeEvalError, ValueError):
         return f"{prefix}: {self.message}" if prefix else self.message
 
 
-class ConfigError(JudgeEvalError):
-    """The tool is not configured to do what was asked (e.g. no judge endpoint)."""
+class ConfigError(JudgeEvalError, ValueError):
+    """The tool is not configured to do what was asked (e.g. no judge endpoint, an option out of
+    range, an output folder we must not overwrite). ``option`` names the option when there is
+    one (``--concurrency``)."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        self.message = message
+        self.option = option
+        super().__init__(f"{option}: {message}" if option else message)
+
+
+class JudgeUnavailableError(JudgeEvalError):
+    """The judge endpoint refused us or could not be reached (authentication, unknown model or
+    path, connection refused), so the run stopped before paying for more calls. ``cause`` is the
+    judge error cause (``http_401``, ``connection_refused`` ...); ``accounting`` what was spent."""
+
+    exit_code = ExitCode.JUDGE_FAILED
+
+    def __init__(self, cause: str, message: str, *, accounting: dict | None = None) -> None:
+        self.cause = cause
+        self.message = message
+        self.accounting = accounting or {}
+        super().__init__(message)
+
+
+class Interrupted(JudgeEvalError):
+    """The user interrupted a run (Ctrl-C). ``stored`` is the number of judge answers this run
+    wrote to the cache before stopping (they are reused by the next run)."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, *, stored: int = 0) -> None:
+        self.stored = stored
+        super().__init__(message)
 
 
 class JudgeCallError(JudgeEvalError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
@@ -19,18 +20,20 @@ from typing import Any, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from judge_eval.data.load import load_dataset, load_qrels, load_run
+from judge_eval.data.load import DataWarning, load_dataset, load_qrels, load_run
 from judge_eval.data.models import Chunk, Dataset, Qrels, Question, Run
-from judge_eval.errors import ConfigError, InputError
+from judge_eval.errors import ConfigError, InputError, Interrupted
 from judge_eval.judge.evidence import VerifiedVerdict
 from judge_eval.judge.prompts import load_prompt
 from judge_eval.judge.protocol import Judge
 from judge_eval.metrics.evaluate_labelled import evaluate_runs
 from judge_eval.metrics.judged import judged_question_metrics
+from judge_eval.metrics.labelled import check_ks
 from judge_eval.metrics.stats import aggregate
 from judge_eval.plan import (
     Budget,
     ChunkTask,
+    ErrorTolerance,
     Failure,
     JointTask,
     JudgeOutcome,
@@ -81,13 +84,35 @@ class Results:
 
     @property
     def partial(self) -> bool:
+        """True when a budget stopped the judge before every task ran."""
         return bool(self.info.get("accounting", {}).get("partial"))
 
-    def write(self, out_dir: PathLike) -> Path:
-        """Write the results folder (DESIGN section 6). Returns the folder path."""
+    def judge_failure(self, max_errors: "ErrorTolerance | str" = "5%") -> str | None:
+        """Why this result should not count as a success, or None: more failed judge tasks
+        than ``max_errors`` tolerates (an :class:`~judge_eval.plan.ErrorTolerance`, or its text
+        form ``"5%"``/``"0.05"``/``"10"``), or a budget that stopped the judge early. The CLI
+        exits 3 when this is not None."""
+        tolerance = max_errors if isinstance(max_errors, ErrorTolerance) else ErrorTolerance.parse(max_errors)
+        a = self.info.get("accounting", {})
+        errors, tasks = int(a.get("errors", 0)), int(a.get("tasks", 0))
+        problems = []
+        if tolerance.exceeded(errors, tasks):
+            causes = ", ".join(f"{c} {n}" for c, n in sorted(a.get("error_causes", {}).items()))
+            problems.append(f"{errors} of {tasks} judge tasks failed ({causes}), more than --max-errors allows "
+                            f"({tolerance}); their values are missing (missing.csv says which)")
+        if self.partial:
+            problems.append(f"a budget stopped the judge: {a.get('skipped', 0)} of {tasks} tasks were not run, "
+                            "so the result is partial")
+        return "; ".join(problems) or None
+
+    def write(self, out_dir: PathLike, *, force: bool = False) -> Path:
+        """Write the results folder (see :mod:`judge_eval.report.folder`). An earlier results
+        folder at ``out_dir`` is replaced atomically; a folder holding other files is refused
+        with a ConfigError unless ``force`` (then the result files are written into it and its
+        other files are kept). Returns the folder path."""
         from judge_eval.report.folder import write_results
 
-        return write_results(self, Path(out_dir))
+        return write_results(self, Path(out_dir), force=force)
 
 
 # ----------------------------------------------------------------------------- judge setup
@@ -104,12 +129,16 @@ def make_judge(
     temperature: float = 0.0,
     seed: int | None = 0,
     timeout: float = 60.0,
+    judge_id: str | None = None,
 ) -> Judge:
     """Build a judge from a name (or return the one given).
 
     ``None`` and ``"openai"`` mean the OpenAI-compatible judge, which needs an endpoint
     (``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` in the environment, or ``base_url``) and a model;
     without them a :class:`ConfigError` says how to configure one or use the offline judge.
+    ``judge_id`` replaces the judge identity recorded in results and cache keys (default
+    ``openai:<host>/<model>``, the same for any port; see docs/judge.md). The cache file is
+    opened and checked here, before any call is paid for.
     """
     if judge is not None and not isinstance(judge, str):
         return judge
@@ -136,6 +165,11 @@ def make_judge(
             if cache is None:
                 cache = default_cache_path()
             response_cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache, mode=cache_mode)
+            check = getattr(response_cache, "check", None)
+            if check is not None:
+                check()
+        if judge_id is not None and not judge_id.strip():
+            raise ConfigError("the judge identity must not be empty", option="--judge-id")
         return OpenAIJudge(
             model,
             base_url=base_url,
@@ -144,8 +178,38 @@ def make_judge(
             seed=seed,
             timeout=timeout,
             concurrency=concurrency,
+            namespace=judge_id.strip() if judge_id else None,
         )
     raise ConfigError(f"unknown judge {judge!r} (expected 'openai' or 'offline')")
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _check_settings(**values: Any) -> None:
+    """Numeric settings of :func:`evaluate`: a ConfigError naming the option for nonsense."""
+    for name, minimum in (("concurrency", 1), ("samples", 1), ("n_boot", 1), ("useful_grade", 0),
+                          ("judge_relevance", 0), ("relevance_threshold", 1)):
+        v = values[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise ConfigError(f"must be an integer >= {minimum}, got {v!r}", option="--" + name.replace("_", "-"))
+    t = values["timeout"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < t < float("inf")):
+        raise ConfigError(f"must be a number of seconds > 0, got {t!r}", option="--timeout")
+
+
+def _interrupted(judge: Judge) -> Interrupted:
+    """The error for Ctrl-C: how many answers this run stored, and that a rerun resumes."""
+    cache = getattr(judge, "cache", None)
+    if cache is None or getattr(judge, "approximate", False):
+        return Interrupted("interrupted; nothing was cached (this judge does not use the cache)")
+    stored = int(getattr(cache, "writes", 0))
+    return Interrupted(
+        f"interrupted. {stored} judge answer{'s' * (stored != 1)} from this run are stored in the cache "
+        f"({cache.path}); run the same command again to resume: cached answers are not paid for again "
+        "(requests that were in flight at the interrupt were paid but not stored).",
+        stored=stored,
+    )
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -157,9 +221,13 @@ def _load(
     qrels: PathLike | Qrels | None,
     corpus: PathLike | None,
     columns: Mapping[str, str] | None = None,
+    *,
+    strict: bool = False,
 ) -> Dataset:
     """The dataset to score: ``data`` (a path or a Dataset) plus extra runs and labels.
-    ``columns`` is the column mapping for table inputs (CSV/TSV/Parquet)."""
+    ``columns`` is the column mapping for table inputs (CSV/TSV/Parquet). Rankings of questions
+    that are not in the data are dropped with a warning (an error with ``strict``); labels that
+    match no question of the data are an error."""
     runs = dict(runs or {})
     run_paths = {name: r for name, r in runs.items() if not isinstance(r, Run)}
     if isinstance(data, Dataset):
@@ -171,20 +239,30 @@ def _load(
             ds.qrels = load_qrels(qrels, columns=columns)
     else:
         ds = load_dataset(data, run_paths, None if isinstance(qrels, Qrels) else qrels, corpus=corpus,
-                          columns=columns)
+                          columns=columns, strict=strict)
     for name, run in runs.items():
         if isinstance(run, Run):
             ds.runs[name] = run
     if isinstance(qrels, Qrels):
         ds.qrels = qrels
     for name, run in ds.runs.items():
-        for qid in run.rankings:
-            if qid not in ds.questions:
-                origin = run.origin(qid)
-                raise InputError(
-                    f"run {name!r} ranks question {qid!r}, which is not in the dataset",
-                    path=origin[0] if origin else None, line=origin[1] if origin else None, field="id",
-                )
+        extra = [qid for qid in run.rankings if qid not in ds.questions]
+        if extra and strict:
+            origin = run.origin(extra[0])
+            raise InputError(
+                f"run {name!r} ranks question {extra[0]!r}, which is not in the dataset",
+                path=origin[0] if origin else None, line=origin[1] if origin else None, field="id",
+            )
+        if extra:
+            warnings.warn(f"run {name!r} ranks {len(extra)} question(s) that are not in the dataset; "
+                          "they are left out", DataWarning, stacklevel=3)
+            ds.runs[name] = Run(name=run.name, rankings={q: c for q, c in run.rankings.items() if q in ds.questions})
+    if ds.qrels is not None and ds.qrels.grades and not any(q in ds.questions for q in ds.qrels.grades):
+        raise InputError(
+            f"none of the {len(ds.qrels.grades)} labelled question ids is a question of the data "
+            f"(labels for e.g. {next(iter(ds.qrels.grades))!r}); are these the qrels of another dataset?",
+            path=qrels if not isinstance(qrels, Qrels) else None, field="question_id",
+        )
     return ds
 
 
@@ -240,9 +318,11 @@ def evaluate(
     judge_relevance: int = 2,
     relevance_threshold: int = 1,
     timeout: float = 60.0,
+    judge_id: str | None = None,
     n_boot: int = 1000,
     seed: int = 0,
     progress: bool = False,
+    strict: bool = False,
 ) -> Results:
     """Score retrieval runs with a judge (and with human labels when there are any).
 
@@ -275,21 +355,25 @@ def evaluate(
     would feed is missing (``Results.missing`` says why), never 0. Budgets stop scheduling new
     calls and mark the result partial.
     """
-    ks = sorted(dict.fromkeys(int(k) for k in ks))
-    if not ks or ks[0] < 1:
-        raise InputError("k must be a list of integers >= 1", field="k")
+    ks = check_ks(ks)
+    _check_settings(concurrency=concurrency, samples=samples, timeout=timeout, n_boot=n_boot,
+                    useful_grade=useful_grade, judge_relevance=judge_relevance,
+                    relevance_threshold=relevance_threshold)
     depth = ks[-1]
-    ds = _load(data, runs, qrels, corpus, columns)
+    ds = _load(data, runs, qrels, corpus, columns, strict=strict)
     if not ds.runs:
         raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
     _check_texts(ds, depth)
+    planner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
-                           concurrency=concurrency, timeout=timeout)
+                           concurrency=concurrency, timeout=timeout, judge_id=judge_id)
 
     chunk_tasks, joint_tasks, references = _plan(ds, ks, joint)
-    planner = Planner(judge_obj, concurrency=concurrency, samples=samples, budget=budget, pricing=pricing,
-                      progress=progress)
-    outcome = run_tasks(planner, chunk_tasks, joint_tasks, references)
+    planner = Planner(judge_obj, **planner_args)  # type: ignore[arg-type]
+    try:
+        outcome = run_tasks(planner, chunk_tasks, joint_tasks, references)
+    except KeyboardInterrupt:
+        raise _interrupted(judge_obj) from None
 
     per_q, missing = _judged_frame(ds, outcome, ks, joint, useful_rule, useful_grade)
     judge_labelled, judge_missing = _judge_labelled_frame(ds, outcome, ks, judge_relevance)

@@ -18,12 +18,13 @@ its retries is an error with its cause; it is never turned into a default answer
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from judge_eval.errors import JudgeCallError
+from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
 from judge_eval.judge.protocol import ChunkVerdict, Judge, Usage
 
@@ -64,6 +65,12 @@ class Pricing:
     input_per_million: float = 0.0
     output_per_million: float = 0.0
 
+    def __post_init__(self) -> None:
+        for option, value in (("--price-in", self.input_per_million), ("--price-out", self.output_per_million)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"must be a finite number >= 0 (USD per million tokens), got {value!r}",
+                                  option=option)
+
     def cost(self, usage: Usage) -> float:
         return (
             usage.prompt_tokens * self.input_per_million
@@ -73,11 +80,71 @@ class Pricing:
 
 @dataclass(frozen=True)
 class Budget:
-    """Limits on new work; ``None`` means unlimited."""
+    """Limits on new work; ``None`` means unlimited, 0 means no judge call at all."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+
+    def __post_init__(self) -> None:
+        for option, value, integer in (("--max-calls", self.max_calls, True), ("--max-tokens", self.max_tokens, True),
+                                       ("--max-cost", self.max_cost, False)):
+            if value is None:
+                continue
+            ok = (isinstance(value, int) and not isinstance(value, bool)) if integer else (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
+            if not ok or value < 0:
+                kind = "an integer" if integer else "a finite number"
+                raise ConfigError(f"must be {kind} >= 0, got {value!r}", option=option)
+
+
+#: Judge error causes that mean the endpoint will refuse every call (wrong key, no such model or
+#: path, nothing listening): the first one stops the run, instead of paying for retries of
+#: every remaining task.
+FATAL_CAUSES = frozenset({"http_401", "http_403", "http_404", "connection_refused"})
+
+
+@dataclass(frozen=True)
+class ErrorTolerance:
+    """How many failed judge tasks a run tolerates before it counts as failed (``--max-errors``).
+
+    ``share``: failed / all tasks may be at most this (0 <= share <= 1); ``count``: at most this
+    many failed tasks. Budget-skipped tasks are not errors (a budget has its own signal).
+    """
+
+    share: float | None = 0.05
+    count: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "ErrorTolerance":
+        """``"5%"`` or ``"0.05"`` -> a share; ``"0"``, ``"10"`` -> a count (a whole number)."""
+        raw = str(text).strip()
+        try:
+            if raw.endswith("%"):
+                value = float(raw[:-1]) / 100
+                is_share = True
+            elif raw.isdigit():
+                return cls(share=None, count=int(raw))
+            else:
+                value = float(raw)
+                is_share = True
+        except ValueError:
+            value, is_share = math.nan, True
+        if not (is_share and math.isfinite(value) and 0 <= value <= 1):
+            raise ConfigError(f"{text!r} is neither a share (0.05 or 5%, at most 100%) nor a whole number "
+                              "of failed tasks (e.g. 10)", option="--max-errors")
+        return cls(share=value, count=None)
+
+    def exceeded(self, errors: int, tasks: int) -> bool:
+        """True when ``errors`` failed tasks out of ``tasks`` are more than tolerated."""
+        if self.count is not None:
+            return errors > self.count
+        return tasks > 0 and errors / tasks > (self.share if self.share is not None else 1.0)
+
+    def __str__(self) -> str:
+        if self.count is not None:
+            return f"{self.count} failed task{'s' * (self.count != 1)}"
+        return f"{(self.share or 0) * 100:g}% of the tasks"
 
 
 @dataclass
@@ -213,10 +280,9 @@ class Planner:
         pricing: Pricing = Pricing(),
         progress: bool = False,
     ) -> None:
-        if samples < 1:
-            raise ValueError("samples must be >= 1")
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
+        for option, value in (("--samples", samples), ("--concurrency", concurrency)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"must be an integer >= 1, got {value!r}", option=option)
         self.judge = judge
         self.concurrency = concurrency
         self.samples = samples
@@ -263,9 +329,14 @@ class Planner:
         gate = asyncio.Semaphore(self.concurrency)
         bar = _Progress(acct.tasks, self.progress, acct)
 
+        fatal: list[JudgeCallError] = []
+
         async def call(make):
             """Run one judge call under the gate, or return a Failure (budget / error)."""
             async with gate:
+                if fatal:
+                    acct.skipped += 1
+                    return Failure("aborted", f"not run: the judge endpoint failed ({fatal[0].cause})")
                 if self._budget_reached(acct):
                     acct.skipped += 1
                     return Failure("budget", "not run: a --max-calls/--max-tokens/--max-cost budget was reached")
@@ -275,6 +346,8 @@ class Planner:
                     acct.errors += 1
                     acct.error_causes[exc.cause] += 1
                     self._account(acct, exc.calls, exc.usage or Usage())
+                    if exc.cause in FATAL_CAUSES:
+                        fatal.append(exc)
                     return Failure(exc.cause, exc.message)
                 self._account(acct, resp.calls, resp.usage, resp.saved_usage)
                 if resp.cache_hit:
@@ -315,9 +388,9 @@ class Planner:
                 # The tasks that needed these statements cannot run: skipped with the budget,
                 # else errors of their own (cause decompose_failed), so done + errors + skipped
                 # always adds up to the number of tasks.
-                skipped = resp.cause == "budget"
+                skipped = resp.cause in ("budget", "aborted")
                 failed = Failure(
-                    "budget" if skipped else "decompose_failed",
+                    resp.cause if skipped else "decompose_failed",
                     f"the reference answer could not be decomposed ({resp.cause})",
                 )
                 for t in by_reference[reference]:
@@ -342,6 +415,15 @@ class Planner:
             await asyncio.gather(*(reference_pipeline(r) for r in references))
         finally:
             bar.close()
+        if fatal:
+            exc = fatal[0]
+            raise JudgeUnavailableError(
+                exc.cause,
+                f"the judge refused the run or could not be reached: {exc.message}. Stopped after "
+                f"{acct.calls} call{'s' * (acct.calls != 1)}; {acct.skipped} task{'s' * (acct.skipped != 1)} "
+                "were not sent. Check the base URL, the model name and OPENAI_API_KEY.",
+                accounting=acct.as_dict(),
+            )
         return out
 
 

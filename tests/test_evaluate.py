@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import judge_eval
-from judge_eval import Chunk, Dataset, InputError, Question, Run
+from judge_eval import Chunk, ConfigError, Dataset, InputError, Question, Run
+from judge_eval.data.load import DataWarning
 
 
 def _ds(**runs: dict[str, list[Chunk]]) -> Dataset:
@@ -57,13 +58,45 @@ def test_only_the_top_max_k_chunks_are_judged() -> None:
     assert res.info["accounting"]["tasks"] == 2 + 3
 
 
-@pytest.mark.parametrize("ks", [(), (0,), (-1, 5)])
-def test_bad_cutoffs_are_input_errors(ks) -> None:
-    with pytest.raises(InputError):
+@pytest.mark.parametrize("ks", [(), (0,), (-1, 5), (2.5,), (True,)])
+def test_bad_cutoffs_are_config_errors_naming_k(ks) -> None:
+    with pytest.raises(ConfigError, match="^-k: "):
         judge_eval.evaluate(_ds(r={"q1": [Chunk(id="a", text="t")]}), judge="offline", ks=ks)
 
 
-def test_unknown_question_in_a_run_is_an_input_error() -> None:
+def test_unknown_question_in_a_run_is_left_out_with_a_warning_or_refused_when_strict() -> None:
+    extra = {"x": Run(name="x", rankings={"zz": [Chunk(id="a", text="t")], "q1": [Chunk(id="b", text="X is blue.")]})}
+    with pytest.warns(DataWarning, match="run 'x' ranks 1 question"):
+        res = judge_eval.evaluate(_ds(), runs=extra, judge="offline", ks=(1,))
+    assert set(res.per_question["question_id"]) == {"q1", "q2", "q3"}
+    assert "zz" not in set(res.verdicts["question_id"])
     with pytest.raises(InputError, match="not in the dataset"):
-        judge_eval.evaluate(_ds(), runs={"x": Run(name="x", rankings={"zz": [Chunk(id="a", text="t")]})},
+        judge_eval.evaluate(_ds(), runs=extra, judge="offline", ks=(1,), strict=True)
+
+
+@pytest.mark.parametrize(("option", "kwargs"), [
+    ("--concurrency", {"concurrency": 0}),
+    ("--samples", {"samples": 0}),
+    ("--samples", {"samples": -3}),
+    ("--timeout", {"timeout": -1}),
+    ("--timeout", {"timeout": float("nan")}),
+    ("--max-calls", {"budget": "calls"}),
+    ("--price-in", {"pricing": "in"}),
+])
+def test_nonsense_settings_are_config_errors_naming_the_option(option, kwargs) -> None:
+    from judge_eval.plan import Budget, Pricing
+
+    with pytest.raises(ConfigError, match=f"^{option}: "):
+        if kwargs.get("budget"):
+            kwargs = {"budget": Budget(max_calls=-1)}
+        elif kwargs.get("pricing"):
+            kwargs = {"pricing": Pricing(-1.0, 0.0)}
+        judge_eval.evaluate(_ds(r={"q1": [Chunk(id="a", text="t")]}), judge="offline", ks=(1,), **kwargs)
+
+
+def test_labels_for_no_question_of_the_data_are_an_input_error() -> None:
+    from judge_eval import Qrels
+
+    with pytest.raises(InputError, match="none of the 1 labelled question ids"):
+        judge_eval.evaluate(_ds(r={"q1": [Chunk(id="a", text="t")]}), qrels=Qrels(grades={"other": {"a": 1}}),
                             judge="offline", ks=(1,))

@@ -27,11 +27,12 @@ Measure strings (:func:`parse_measure`) name a measure and, where it takes one, 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, Mapping, Sequence
 
-from judge_eval.errors import InputError
+from judge_eval.errors import ConfigError, InputError
 
 Ranking = Sequence[str]
 Grades = Mapping[str, int]
@@ -52,6 +53,7 @@ __all__ = [
     "judged",
     "ndcg",
     "num_relevant",
+    "check_ks",
     "parse_measure",
     "precision",
     "r_precision",
@@ -69,6 +71,19 @@ def _check_k(k: int | None, *, optional: bool = False) -> None:
         return
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"cutoff k must be an integer >= 1, got {k!r}", field="k")
+
+
+def check_ks(ks: Iterable[int]) -> list[int]:
+    """The cutoffs sorted and without duplicates; each must be an integer >= 1 and there must be
+    at least one (a :class:`~judge_eval.errors.ConfigError` naming ``-k`` otherwise)."""
+    out: list[int] = []
+    for k in ks:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+            raise ConfigError(f"every cutoff must be an integer >= 1, got {k!r}", option="-k")
+        out.append(int(k))
+    if not out:
+        raise ConfigError("give at least one cutoff, e.g. -k 5,10", option="-k")
+    return sorted(dict.fromkeys(out))
 
 
 def _check_threshold(threshold: int) -> None:

@@ -10,7 +10,8 @@
 - ``report.md`` and ``report.html``: the same tables for people.
 
 The folder is built in a temporary sibling and moved into place at the end, so a failure never
-leaves a half-written folder.
+leaves a half-written folder; a folder that holds anything but these files is never replaced
+(:mod:`judge_eval.atomic`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import html
 import json
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge_eval.atomic import check_folder, write_folder
 from judge_eval.report.summary import accounting_line
 from judge_eval.report.tables import records, render_by_measure, wide
 
@@ -92,12 +92,25 @@ def report_html(results: "Results") -> str:
     )
 
 
-def write_results(results: "Results", out_dir: Path) -> Path:
-    """Write every file of the results folder to ``out_dir`` (replacing an earlier one)."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+#: the files of a results folder; a folder holding only these is one of ours (and may be replaced)
+RESULT_FILES = ("summary.json", "per_question.csv", "missing.csv", "verdicts.jsonl", "statements.jsonl",
+                "report.md", "report.html")
+
+
+def check_results_dir(out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Check, before any judge call is paid for, that :func:`write_results` may write
+    ``out_dir`` (see :mod:`judge_eval.atomic`); raises ConfigError (exit 2) if not."""
+    return check_folder(out_dir, RESULT_FILES, force=force)
+
+
+def write_results(results: "Results", out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Write every file of the results folder to ``out_dir``.
+
+    The folder is built in a temporary sibling and moved into place when complete. An earlier
+    results folder is replaced atomically; a folder holding anything else is refused (or, with
+    ``force``, the result files are written into it and its other files are kept)."""
+
+    def fill(tmp: Path) -> None:
         summary = {"summary": records(results.summary), **results.info}
         (tmp / "summary.json").write_text(json.dumps(_clean(summary), indent=2, ensure_ascii=False) + "\n", "utf-8")
         results.per_question.to_csv(tmp / "per_question.csv", index=False)
@@ -106,15 +119,5 @@ def write_results(results: "Results", out_dir: Path) -> Path:
         _jsonl(tmp / "statements.jsonl", results.statements.to_dict(orient="records"))
         (tmp / "report.md").write_text(report_markdown(results), "utf-8")
         (tmp / "report.html").write_text(report_html(results), "utf-8")
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+
+    return write_folder(out_dir, RESULT_FILES, fill, force=force)

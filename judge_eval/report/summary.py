@@ -57,7 +57,7 @@ def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"
     shown = _table_measures(measures)
     lines.append(render_by_measure(results.summary, measures=shown))
     lines.append("mean [95% bootstrap CI] over questions; n = questions with a value; '-' = none.")
-    note = missing_note(results.summary[results.summary["measure"].isin(shown)])
+    note = missing_note(results.summary[results.summary["measure"].isin(shown)], results.missing)
     if note:
         lines.append(note.replace("(left out of the mean)", "(left out of the mean; reasons in missing.csv)"))
     if len(shown) < len(measures):

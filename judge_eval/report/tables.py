@@ -92,17 +92,48 @@ def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: in
     return _grid(header, body)
 
 
-def missing_note(summary: pd.DataFrame) -> str:
-    """One line per group of measures that are undefined for some questions, e.g.
-    ``undefined for 1 of 300 questions (left out of the mean): hit_rate@1, recall@1, mrr``."""
-    lines = []
+def missing_category(reason: str) -> str:
+    """The kind of a missing value, from its reason in ``missing.csv``: ``judge error`` (a judge
+    call failed), ``not judged (budget)`` (a budget stopped the judge first) or ``undefined``
+    (the measure has no value for the question, e.g. recall with nothing relevant)."""
+    if reason.startswith("judge_error") or reason == "decompose_failed":
+        return "judge error"
+    if reason.startswith("budget") or reason.startswith("aborted"):
+        return "not judged (budget)"
+    return "undefined"
+
+
+def missing_note(summary: pd.DataFrame, missing: pd.DataFrame | None = None) -> str:
+    """One line per group of measures without a value for some questions, naming the runs and,
+    when ``missing`` (run, question_id, measure, reason) is given, whether the values are
+    undefined, judge errors or not judged, e.g.
+    ``undefined for 1 of 300 questions in every run (left out of the mean): recall@1, mrr``."""
     rows = summary[summary["n_missing"] > 0]
-    groups: dict[tuple[int, int], list[str]] = {}
+    all_runs = list(dict.fromkeys(summary["run"]))
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    if missing is not None and len(missing):
+        for (run, measure, reason), n in missing.groupby(["run", "measure", "reason"], sort=False).size().items():
+            by_cat = counts.setdefault((str(run), str(measure)), {})
+            cat = missing_category(str(reason))
+            by_cat[cat] = by_cat.get(cat, 0) + int(n)
+    # (category, n, total, measure) -> runs, then (category, n, total, runs) -> measures
+    by_measure: dict[tuple[str, int, int, str], list[str]] = {}
     for r in rows.itertuples(index=False):
-        groups.setdefault((int(r.n_missing), int(r.n + r.n_missing)), []).append(str(r.measure))
-    for (missing, total), measures in groups.items():
+        total = int(r.n + r.n_missing)
+        cats = counts.get((str(r.run), str(r.measure))) or {"undefined": int(r.n_missing)}
+        for cat, n in cats.items():
+            by_measure.setdefault((cat, n, total, str(r.measure)), []).append(str(r.run))
+    groups: dict[tuple[str, int, int, tuple[str, ...]], list[str]] = {}
+    for (cat, n, total, measure), runs in by_measure.items():
+        groups.setdefault((cat, n, total, tuple(runs)), []).append(measure)
+    lines = []
+    for (cat, n, total, runs), measures in groups.items():
+        if len(all_runs) > 1 and set(runs) == set(all_runs):
+            where = "in every run"
+        else:
+            where = ("in run " if len(runs) == 1 else "in runs ") + ", ".join(runs)
         names = ", ".join(dict.fromkeys(measures))
-        lines.append(f"undefined for {missing} of {total} questions (left out of the mean): {names}")
+        lines.append(f"{cat} for {n} of {total} questions {where} (left out of the mean): {names}")
     return "\n".join(lines)
 
 
