@@ -199,6 +199,7 @@ def load_dataset(
     data_format: str | None = None,
     columns: Mapping[str, str] | None = None,
     data_run_name: str = "contexts",
+    strict: bool = True,
 ) -> Dataset:
     """Load and cross-check a dataset.
 
@@ -208,7 +209,9 @@ def load_dataset(
       still work, judged ones need texts.
     * ``runs`` maps run names to files; the names must not repeat the inline run's name.
     * A run ranking a question id that is not among the questions is an error naming the run
-      file and the line (or row) of that ranking. (Not every question needs a ranking.)
+      file and the line (or row) of that ranking (``strict=True``, the default); with
+      ``strict=False`` those rankings are dropped with one :class:`DataWarning` per run (scoring
+      a slice of a test set against full runs). Not every question needs a ranking.
     * Qrels for question ids that are not among the questions are kept but unused; they raise
       a :class:`DataWarning` (qrels files often cover more questions than a test set).
     * A grade given both inline (``labels``) and in the qrels must agree.
@@ -246,14 +249,25 @@ def load_dataset(
                 questions.setdefault(qid, Question(id=qid, question=""))
     source = data if data is not None else queries
     for name, run in all_runs.items():
-        for qid in run.rankings:
-            if qid not in questions:
-                where = run.origin(qid) or (None, None)
-                field, kind = id_fields[name]
-                raise InputError(
-                    f"run {name!r} ranks question {qid!r}, which is not in {source}",
-                    path=where[0], line=where[1], field=field, kind=kind,
-                )
+        extra = [qid for qid in run.rankings if qid not in questions]
+        if not extra:
+            continue
+        if strict:
+            where = run.origin(extra[0]) or (None, None)
+            field, kind = id_fields[name]
+            raise InputError(
+                f"run {name!r} ranks question {extra[0]!r}, which is not in {source}"
+                + (f" (nor are {len(extra) - 1} other questions it ranks)" if len(extra) > 1 else ""),
+                path=where[0], line=where[1], field=field, kind=kind,
+            )
+        warnings.warn(
+            f"run {name!r} ranks {len(extra)} question(s) that are not in {source}; they are "
+            f"left out ({len(run.rankings) - len(extra)} of its {len(run.rankings)} rankings are used)",
+            DataWarning,
+            stacklevel=2,
+        )
+        for qid in extra:
+            del run.rankings[qid]
     labels = load_qrels(qrels, columns=columns) if qrels is not None else None
     if labels is not None:
         unknown = [qid for qid in labels.grades if qid not in questions]
