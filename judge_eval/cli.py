@@ -311,11 +311,12 @@ def cache() -> None:
     """Inspect and share the judge response cache."""
 
 
-def _open_cache(path: str | None):
+def _open_cache(path: str | None, *, create: bool = False):
+    """The cache file for a management command; only ``import`` may create one."""
     from judge_eval.cache import ResponseCache
     from judge_eval.evaluation import default_cache_path
 
-    return ResponseCache(path or default_cache_path())
+    return ResponseCache(path or default_cache_path(), create=create)
 
 
 _cache_option = click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
@@ -337,7 +338,9 @@ def cache_stats(cache_path: str | None) -> None:
 @click.argument("out", type=click.Path(dir_okay=False))
 def cache_export(cache_path: str | None, out: str) -> None:
     """Write every cached response to OUT as JSONL (no secrets: keys are never stored)."""
-    n = _guard(lambda: _open_cache(cache_path).export_jsonl(out))
+    from judge_eval.atomic import check_file
+
+    n = _guard(lambda: (check_file(out, option="OUT"), _open_cache(cache_path).export_jsonl(out))[1])
     click.echo(f"exported {n} responses to {out}", err=True)
 
 
@@ -346,7 +349,7 @@ def cache_export(cache_path: str | None, out: str) -> None:
 @click.argument("src", type=click.Path(dir_okay=False, exists=True))
 def cache_import(cache_path: str | None, src: str) -> None:
     """Add the responses in SRC (JSONL from `cache export`); existing keys are kept."""
-    n = _guard(lambda: _open_cache(cache_path).import_jsonl(src))
+    n = _guard(lambda: _open_cache(cache_path, create=True).import_jsonl(src))
     click.echo(f"imported {n} responses from {src}", err=True)
 
 

@@ -419,9 +419,9 @@ class Planner:
             exc = fatal[0]
             raise JudgeUnavailableError(
                 exc.cause,
-                f"the judge refused the run or could not be reached: {exc.message}. Stopped after "
-                f"{acct.calls} call{'s' * (acct.calls != 1)}; {acct.skipped} task{'s' * (acct.skipped != 1)} "
-                "were not sent. Check the base URL, the model name and OPENAI_API_KEY.",
+                f"the judge refused the run or could not be reached ({exc.cause}): {exc.message.rstrip('.')} "
+                f"-- stopped after {acct.calls} call{'s' * (acct.calls != 1)}, {acct.tasks - acct.done} of "
+                f"{acct.tasks} tasks not judged. Check the base URL, the model name and OPENAI_API_KEY.",
                 accounting=acct.as_dict(),
             )
         return out
