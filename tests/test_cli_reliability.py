@@ -327,3 +327,27 @@ def test_cache_stats_on_a_missing_file_creates_nothing(tmp_path: Path) -> None:
     for args in (["cache", "stats"], ["cache", "export", str(tmp_path / "e.jsonl")], ["cache", "clear", "--yes"]):
         assert_clean_usage_error(invoke([*args, "--cache", str(target)]), "no cache at")
     assert not (tmp_path / "new").exists() and not (tmp_path / "e.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------- 6. judge identity
+
+
+def test_judge_id_names_the_judge_in_results_and_cache_keys(tmp_path: Path) -> None:
+    import sqlite3
+
+    with ScriptedServer(offline_scenario_bank()) as server:
+        first = _score_with(server, tmp_path, "--judge-id", "qwen-7b-q4@lab", "--format", "json")
+        assert first.exit_code == 0, first.output
+        assert json.loads(first.output)["judge"]["identity"] == "qwen-7b-q4@lab"
+        sent = len(server.requests)
+    con = sqlite3.connect(tmp_path / "c.sqlite")
+    assert {r[0] for r in con.execute("select identity from responses")} == {"qwen-7b-q4@lab"}
+    con.close()
+    # the same name replays without the server (even gone); another name is another judge
+    gone = "http://127.0.0.1:9/v1"
+    again = _score_with(None, tmp_path, "--judge-id", "qwen-7b-q4@lab", "--cache-mode", "replay", base_url=gone)
+    assert again.exit_code == 0, again.output
+    other = _score_with(None, tmp_path, "--judge-id", "another", "--cache-mode", "replay", base_url=gone)
+    assert other.exit_code == ExitCode.JUDGE_FAILED and "cache_miss" in other.output
+    assert sent == 6
+    assert_clean_usage_error(_score_with(None, tmp_path, "--judge-id", " ", base_url=gone), "--judge-id")
