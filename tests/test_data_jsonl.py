@@ -181,7 +181,7 @@ def _runs(draw) -> Run:
     for qid in draw(st.lists(_ids, unique=True, max_size=4)):
         ids = draw(st.lists(_ids, unique=True, max_size=4))
         rankings[qid] = [
-            Chunk(id=cid, text=draw(st.none() | _text),
+            Chunk(id=cid, text=draw(st.none() | _text.filter(str.strip)),  # a text is never blank
                   score=draw(st.none() | st.floats(allow_nan=False, allow_infinity=False)))
             for cid in ids
         ]

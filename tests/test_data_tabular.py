@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
 
 from judge_eval.data.models import Chunk, Question
 from judge_eval.data.tabular import read_qrels_table, read_questions_table, read_run_table
+from judge_eval.errors import InputError
 
 INPUTS = Path(__file__).parent / "data" / "inputs"
 
@@ -108,3 +113,74 @@ def test_clapnq_questions_tsv_with_mapping():
     assert cat.reference is not None
     assert cat.reference.endswith("The British Blue cat is just a British Shorthair with a blue coat.")
     assert cat.reference.startswith("Russian Blue is with the undercoat")
+
+
+def _raised(call) -> InputError:
+    with pytest.raises(InputError) as info:
+        call()
+    return info.value
+
+
+def test_parquet_nan_and_infinite_scores_are_errors_but_nulls_are_missing(tmp_path):
+    path = tmp_path / "r.parquet"
+    # pyarrow keeps a NaN a NaN (pandas' to_parquet would store it as a null)
+    pq.write_table(pa.table({"question_id": ["q1", "q1", "q1"], "chunk_id": ["a", "b", "c"],
+                             "score": pa.array([1.0, None, float("nan")])}), path)
+    err = _raised(lambda: read_run_table(path, "r"))
+    assert (err.line, err.kind, err.field) == (3, "row", "score") and "finite number, got nan" in str(err)
+    pq.write_table(pa.table({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+                             "score": pa.array([None, -math.inf])}), path)
+    err = _raised(lambda: read_run_table(path, "r"))
+    assert (err.line, err.field) == (2, "score") and "got -inf" in str(err)
+    pq.write_table(pa.table({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+                             "score": pa.array([None, 2.0])}), path)
+    assert read_run_table(path, "r").rankings["q1"] == [Chunk(id="a"), Chunk(id="b", score=2.0)]
+
+
+def test_parquet_nullable_integer_columns_with_nulls(tmp_path):
+    # pandas writes an Int64 column; pd.read_parquet gave back pd.NA, which was neither missing
+    # nor a number ("grade must be an integer >= 0, got <NA>")
+    path = tmp_path / "q.parquet"
+    pd.DataFrame({
+        "question_id": pd.array([1, 1, 2], dtype="Int64"),
+        "question": ["Who?", "Who?", "Why?"],
+        "chunk_id": ["c1", "c2", "c1"],
+        "rank": pd.array([1, 2, 1], dtype="Int64"),
+        "grade": pd.array([2, None, 0], dtype="Int64"),
+    }).to_parquet(path)
+    questions, run = read_questions_table(path)
+    assert questions["1"].labels == {"c1": 2} and questions["2"].labels == {"c1": 0}
+    assert run is not None and run.ranked_ids("1") == ["c1", "c2"]
+
+
+def test_parquet_ranks_must_be_integers_from_one(tmp_path):
+    path = tmp_path / "r.parquet"
+    for ranks, shown in (([1.0, 2.5], "got 2.5"), ([1, 0], "got 0"), ([1, -2], "got -2"), ([1, None], "got missing")):
+        pd.DataFrame({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"], "rank": ranks}).to_parquet(path)
+        err = _raised(lambda: read_run_table(path, "r"))
+        assert (err.line, err.field) == (2, "rank") and "integer >= 1" in str(err) and shown in str(err), ranks
+
+
+def test_parquet_grade_nan_is_an_error(tmp_path):
+    path = tmp_path / "l.parquet"
+    pq.write_table(pa.table({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+                             "grade": pa.array([1.0, float("nan")])}), path)
+    err = _raised(lambda: read_qrels_table(path))
+    assert (err.line, err.field) == (2, "grade") and "got nan" in str(err)
+
+
+def test_table_texts_empty_cell_is_no_text_blank_cell_is_an_error(tmp_path):
+    path = tmp_path / "r.parquet"
+    pd.DataFrame({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"], "text": ["", None]}).to_parquet(path)
+    assert read_run_table(path, "r").rankings["q1"] == [Chunk(id="a"), Chunk(id="b")]
+    pd.DataFrame({"question_id": ["q1", "q1"], "chunk_id": ["a", "b"], "text": ["A", "\t "]}).to_parquet(path)
+    err = _raised(lambda: read_run_table(path, "r"))
+    assert (err.line, err.field) == (2, "text") and "chunk text is empty" in str(err)
+
+
+def test_parquet_duplicate_column_names_are_an_error(tmp_path):
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_arrays([pa.array(["q1"]), pa.array(["a"]), pa.array(["b"])],
+                                        names=["question_id", "chunk_id", "chunk_id"]), path)
+    err = _raised(lambda: read_run_table(path, "r"))
+    assert err.field == "chunk_id" and "appears twice" in str(err)

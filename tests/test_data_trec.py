@@ -28,14 +28,14 @@ def test_rank_column_orders_and_ties_keep_input_order(tmp_path):
         "q2 Q0 dZ 1 5.0 x\n"
         "q1 Q0 dC 2 2.0 x\n"
         "q1 Q0 dD 2 8.0 x\n"  # tie with dC at rank 2: dC came first
-        "q1\tQ0\tdE  0  0.5\tx\n"  # tabs and runs of spaces separate too; rank 0 sorts first
+        "q1\tQ0\tdE  1  0.5\tx\n"  # tabs and runs of spaces separate too; ties with dB, after it
     )
     run = read_trec_run(path)
     assert run.name == "bm25"
     assert list(run.rankings) == ["q1", "q2"]
-    assert run.ranked_ids("q1") == ["dE", "dB", "dC", "dD", "dA"]
+    assert run.ranked_ids("q1") == ["dB", "dE", "dC", "dD", "dA"]
     # trec_eval would order q1 by score (desc): dA 9.0, dD 8.0, dC 2.0, dB 1.0, dE 0.5
-    assert [c.score for c in run.rankings["q1"]] == [0.5, 1.0, 2.0, 8.0, 9.0]
+    assert [c.score for c in run.rankings["q1"]] == [1.0, 0.5, 2.0, 8.0, 9.0]
     assert all(c.text is None for c in run.rankings["q1"])
     assert run.origin("q1") == (str(path), 1) and run.origin("q2") == (str(path), 3)
 
@@ -50,8 +50,8 @@ def test_beir_corpus_fills_texts_and_tie_keeps_file_order():
 
 def test_corpus_forms(tmp_path):
     jsonl = tmp_path / "c.jsonl"
-    jsonl.write_text('{"id": "a", "text": "one"}\n{"_id": "b", "contents": "two", "title": "t"}\n{"docid": 3, "text": ""}\n')
-    assert read_corpus(jsonl) == {"a": "one", "b": "two", "3": ""}
+    jsonl.write_text('{"id": "a", "text": "one"}\n{"_id": "b", "contents": "two", "title": "t"}\n{"docid": 3, "text": " x "}\n')
+    assert read_corpus(jsonl) == {"a": "one", "b": "two", "3": " x "}
     tsv = tmp_path / "collection.tsv"
     tsv.write_text("id\ttext\ttitle\np1\tfirst passage\tT1\np2\tsecond\tT2\n")
     assert read_corpus(tsv) == {"p1": "first passage", "p2": "second"}

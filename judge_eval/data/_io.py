@@ -54,7 +54,7 @@ def _surrogate_field(text: str, columns: Sequence[str] | None) -> str | None:
         return None
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
     return first_path(obj, bad)
@@ -127,9 +127,14 @@ def first_line(path: PathLike) -> str | None:
     return None
 
 
+NESTED_TOO_DEEPLY = "invalid JSON: nested too deeply"
+
+
 def _loads(text: str, path: PathLike, lineno: int) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, path=path, line=lineno) from None
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         col = getattr(exc, "colno", None)
@@ -190,6 +195,8 @@ def _iter_json_array(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
         start = pos
         try:
             value, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise InputError(NESTED_TOO_DEEPLY, path=path, line=line_of(start)) from None
         except ValueError as exc:
             raise InputError(
                 f"invalid JSON: {getattr(exc, 'msg', exc)} (column {getattr(exc, 'colno', '?')})",
@@ -233,12 +240,9 @@ def type_name(value: Any) -> str:
 
 
 def is_missing(value: Any) -> bool:
-    """``None``, NaN (pandas' missing value) or an empty/whitespace string."""
-    if value is None:
-        return True
-    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
-        return math.isnan(float(value))
-    return isinstance(value, str) and not value.strip()
+    """``None`` (JSON null, a Parquet null) or an empty/whitespace string (an empty CSV cell).
+    NaN is not a missing value: it is a number, and an invalid one wherever a number is read."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def _integer(value: Any) -> int | None:
@@ -254,7 +258,11 @@ def _integer(value: Any) -> int | None:
 
 
 def _shown(value: Any) -> str:
-    return "missing" if is_missing(value) else repr(value)
+    """``value`` for a message: ``missing``, or its repr (cut short: it may be junk)."""
+    if is_missing(value):
+        return "missing"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def as_id(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> str:
@@ -298,25 +306,38 @@ def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: 
 
 
 def as_score(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> float | None:
-    """A retrieval score: a number, or missing (``None``/NaN/empty). Strings are parsed as floats."""
+    """A retrieval score: a finite number, or missing (``None`` or an empty/whitespace string).
+    Strings are parsed as floats. NaN and +/-infinity (``nan``, ``inf``, ``Infinity``, JSON
+    ``NaN``, a number too large for a float) are errors: they cannot be ranked or averaged."""
+    score: float | None = None
     if isinstance(value, str):  # the common case (text files) first: it is the fast path
         if not value.strip():
             return None
         try:
-            return float(value)
+            score = float(value)
         except ValueError:
             pass
-    elif is_missing(value):
+    elif value is None:
         return None
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    raise InputError(
-        f"score must be a number, got {value!r}", path=path, line=line, field=field, kind=kind
-    )
+        try:
+            score = float(value)
+        except OverflowError:  # an integer beyond the float range
+            score = math.inf
+    if score is None:
+        raise InputError(
+            f"score must be a number, got {_shown(value)}", path=path, line=line, field=field, kind=kind
+        )
+    if not math.isfinite(score):
+        raise InputError(
+            f"score must be a finite number, got {_shown(value)}",
+            path=path, line=line, field=field, kind=kind,
+        )
+    return score
 
 
 def as_rank(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
-    """A rank: an integer (strings parsed; an integral float such as ``3.0`` accepted)."""
+    """A rank: an integer >= 1 (strings parsed; an integral float such as ``3.0`` accepted)."""
     rank: int | None = None
     if isinstance(value, str):  # the common case first: it is the fast path
         try:
@@ -327,9 +348,29 @@ def as_rank(value: Any, *, path: PathLike, line: int | None, field: str, kind: s
         rank = _integer(value)
     if rank is None:
         raise InputError(
-            f"rank must be an integer, got {_shown(value)}", path=path, line=line, field=field, kind=kind
+            f"rank must be an integer >= 1, got {_shown(value)}", path=path, line=line, field=field, kind=kind
+        )
+    if rank < 1:
+        raise InputError(
+            f"rank must be an integer >= 1, got {rank}", path=path, line=line, field=field, kind=kind
         )
     return rank
+
+
+def as_text(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> str:
+    """A chunk text: a string with at least one non-whitespace character (an empty text cannot
+    be judged)."""
+    if not isinstance(value, str):
+        raise InputError(
+            f"a chunk text must be a string, got {type_name(value)}",
+            path=path, line=line, field=field, kind=kind,
+        )
+    if not value.strip():
+        raise InputError(
+            "chunk text is empty (an empty text cannot be judged; give the chunk a text or leave it out)",
+            path=path, line=line, field=field, kind=kind,
+        )
+    return value
 
 
 def as_opt_str(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> str | None:
@@ -350,6 +391,21 @@ def as_dict(value: Any, *, path: PathLike, line: int | None, field: str, kind: s
             f"expected an object, got {type_name(value)}", path=path, line=line, field=field, kind=kind
         )
     return value
+
+
+class Corpus(dict):  # type: ignore[type-arg]
+    """A corpus read from a file: ``{chunk id: text}`` that remembers its ``path``, so that a
+    chunk missing from it can be reported with both files."""
+
+    def __init__(self, items: Any = (), *, path: PathLike | None = None) -> None:
+        super().__init__(items)
+        self.path = None if path is None else str(path)
+
+
+def not_in_corpus(what: str, cid: str, corpus: Any) -> str:
+    """The message for a chunk id that ``corpus`` lacks (naming the corpus file when known)."""
+    where = getattr(corpus, "path", None)
+    return f"{what} {cid!r} is not in the corpus" + (f" {where}" if where else "")
 
 
 # --- writing ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ Qrels file, one object per line: ``{"query_id"|"qid"|"question_id": ..., "doc_id
 "docid"|"corpus_id": ..., "grade"|"relevance": ...}``.
 
 A file whose first character is ``[`` is read as a JSON array of the same objects. Blank lines
-are skipped. Integer ids are accepted and converted to strings (``7`` -> ``"7"``).
+are skipped. Integer ids are accepted and converted to strings (``7`` -> ``"7"``). A context's
+text must not be empty or blank, and its score must be a finite number.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from judge_eval.data._io import (
     as_grade,
     as_id,
     as_opt_str,
+    as_score,
+    as_text,
     atomic_write,
     dump_json_line,
     iter_json_records,
+    not_in_corpus,
     type_name,
 )
 from judge_eval.data.models import Chunk, Qrels, Question, Run, content_id
@@ -56,13 +60,15 @@ def parse_chunk(
     content id of the text). Other keys of the object are kept in ``metadata``. If the chunk has
     no text and a ``corpus`` is given, the text is taken from it (a missing id is an error)."""
     if isinstance(value, str):
-        return Chunk.from_text(value)
+        return Chunk.from_text(as_text(value, path=path, line=line, field=field))
     if not isinstance(value, dict):
         raise InputError(
             f"a context must be a string or an object, got {type_name(value)}",
             path=path, line=line, field=field,
         )
-    text = as_opt_str(value.get("text"), path=path, line=line, field=f"{field}.text")
+    text = value.get("text")
+    if text is not None:  # null: no text (given by id only)
+        text = as_text(text, path=path, line=line, field=f"{field}.text")
     raw_id = value.get("id")
     if raw_id is None and text is None:
         raise InputError("a context object needs an 'id' or a 'text'", path=path, line=line, field=field)
@@ -72,17 +78,16 @@ def parse_chunk(
         raise InputError(
             f"score must be a number, got {type_name(score)}", path=path, line=line, field=f"{field}.score"
         )
+    score = as_score(score, path=path, line=line, field=f"{field}.score")  # finite
     metadata = dict(as_dict(value.get("metadata"), path=path, line=line, field=f"{field}.metadata"))
     for key, extra in value.items():
         if key not in CHUNK_KEYS:
             metadata.setdefault(key, extra)
     if text is None and corpus is not None:
         if cid not in corpus:
-            raise InputError(
-                f"chunk id {cid!r} is not in the corpus", path=path, line=line, field=f"{field}.id"
-            )
+            raise InputError(not_in_corpus("chunk id", cid, corpus), path=path, line=line, field=f"{field}.id")
         text = corpus[cid]
-    return Chunk(id=cid, text=text, score=None if score is None else float(score), metadata=metadata)
+    return Chunk(id=cid, text=text, score=score, metadata=metadata)
 
 
 def parse_contexts(

@@ -17,7 +17,7 @@ One record per question, as JSON Lines or a JSON array::
 
 from __future__ import annotations
 
-from judge_eval.data._io import PathLike, as_id, as_opt_str, iter_json_records, type_name
+from judge_eval.data._io import PathLike, as_id, as_opt_str, as_text, iter_json_records, type_name
 from judge_eval.data.jsonl import duplicate_error, require
 from judge_eval.data.models import Chunk, Question, Run, content_id
 from judge_eval.errors import InputError
@@ -78,6 +78,7 @@ def _chunks(obj: dict, *, path: PathLike, line: int) -> list[Chunk]:
                 f"a retrieved context must be a string, got {type_name(t)}",
                 path=path, line=line, field=f"retrieved_contexts.{i}",
             )
+        as_text(t, path=path, line=line, field=f"retrieved_contexts.{i}")
     ids_value = obj.get("retrieved_context_ids")
     if ids_value is None:
         ids = [content_id(t) for t in texts]

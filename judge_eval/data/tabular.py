@@ -9,9 +9,10 @@ key             meaning
 =============== =====================================================================
 ``question_id`` question id (required everywhere)
 ``chunk_id``    chunk id (required for runs and qrels)
-``rank``        rank (optional; without it the row order is the ranking; ties keep row order)
-``score``       retrieval score (optional)
-``text``        chunk text (optional)
+``rank``        rank, an integer >= 1 (optional; without it the row order is the ranking;
+                ties keep row order)
+``score``       retrieval score, a finite number (optional)
+``text``        chunk text (optional; an empty cell is no text, a blank one an error)
 ``grade``       human grade, an integer >= 0 (required for qrels)
 ``question``    question text (required for questions)
 ``reference``   reference answer (optional)
@@ -19,6 +20,8 @@ key             meaning
 
 A column named in the mapping must exist. Rows are numbered from 1 (the first data row) and
 errors say ``row N`` and the column. CSV/TSV cells are read as text; an empty cell is missing.
+Parquet is read through pyarrow as plain values: a null is missing, a NaN is a NaN (an error as a
+score, rank or grade).
 A BEIR qrels TSV (header ``query-id corpus-id score``) is recognised without a mapping.
 """
 
@@ -34,9 +37,11 @@ from judge_eval.data._io import (
     as_id,
     as_rank,
     as_score,
+    as_text,
     check_file,
     is_missing,
     iter_lines,
+    not_in_corpus,
 )
 from judge_eval.data.models import Chunk, Qrels, Question, Run
 from judge_eval.errors import InputError
@@ -62,10 +67,7 @@ def read_table(path: PathLike) -> "pd.DataFrame":
             f"not a table file (expected one of {', '.join(TABLE_EXTENSIONS)})", path=p, field="format"
         )
     if TABLE_EXTENSIONS[ext] is None:
-        try:
-            df = pd.read_parquet(p)
-        except Exception as exc:  # pyarrow raises many types; all mean "not readable"
-            raise InputError(f"cannot read Parquet: {exc}", path=p) from None
+        df = _read_parquet(p)
     else:
         try:
             df = pd.read_csv(
@@ -86,6 +88,32 @@ def read_table(path: PathLike) -> "pd.DataFrame":
     if len(df) == 0:
         raise InputError("file is empty (no data rows)", path=p)
     return df
+
+
+def _read_parquet(p: Path) -> "pd.DataFrame":
+    """A Parquet file as a table of plain Python values (object columns): a null is ``None``
+    and a NaN stays a NaN, so that a missing score is told apart from an invalid one
+    (``pd.read_parquet`` turns both into NaN, and nullable integers into ``pd.NA``)."""
+    import pandas as pd
+
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(
+            "reading Parquet needs pyarrow: pip install 'judge-eval[parquet]'", path=p, field="format"
+        ) from None
+    try:
+        with pq.ParquetFile(p) as pf:
+            table = pf.read()
+        names = [str(n) for n in table.column_names]
+        values = [col.to_pylist() for col in table.columns]
+    except Exception as exc:  # pyarrow raises many types; all mean "not readable"
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read Parquet: {reason}", path=p) from None
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise InputError(f"column {dup!r} appears twice in the table", path=p, field=dup)
+    return pd.DataFrame({n: pd.Series(v, dtype=object) for n, v in zip(names, values)}, columns=names)
 
 
 def _resolve(
@@ -142,7 +170,7 @@ class _RunBuilder:
         cid = as_id(row["chunk_id"], field=col["chunk_id"], **kw)
         rank = as_rank(row["rank"], field=col["rank"], **kw) if "rank" in row else n
         score = as_score(row["score"], field=col["score"], **kw) if "score" in row else None
-        text = None if is_missing(row.get("text")) else str(row["text"])
+        text = self.text(row.get("text"), kw)
         first = self.seen.setdefault(qid, {})
         if cid in first:
             raise InputError(
@@ -152,10 +180,17 @@ class _RunBuilder:
         first[cid] = n
         if text is None and self.corpus is not None:
             if cid not in self.corpus:
-                raise InputError(f"chunk id {cid!r} is not in the corpus", field=col["chunk_id"], **kw)
+                raise InputError(not_in_corpus("chunk id", cid, self.corpus), field=col["chunk_id"], **kw)
             text = self.corpus[cid]
         self.origins.setdefault(qid, n)
         self.entries.setdefault(qid, []).append((rank, Chunk(id=cid, text=text, score=score)))
+
+    def text(self, value: Any, kw: dict[str, Any]) -> str | None:
+        """The chunk text of a cell: an empty cell (or a null) is no text (``None``); a cell of
+        whitespace only is an error (an empty text cannot be judged)."""
+        if value is None or value == "":
+            return None
+        return as_text(value if isinstance(value, str) else str(value), field=self.resolved["text"], **kw)
 
     def build(self, name: str) -> Run:
         rankings = {}

@@ -1,11 +1,12 @@
 """TREC-style files: run files, qrels, a corpus and a queries file.
 
 * run: ``qid Q0 docid rank score tag`` (6 whitespace-separated columns; ``Q0`` and ``tag`` are
-  not used). The ranking is the ``rank`` column, ties broken by input order. (trec_eval ignores
-  the rank column and sorts by score, descending, then by docid, descending.)
+  not used; ``rank`` an integer >= 1, ``score`` a finite number). The ranking is the ``rank``
+  column, ties broken by input order. (trec_eval ignores the rank column and sorts by score,
+  descending, then by docid, descending; so it accepts ranks of 0 or -1, which we reject.)
 * qrels: ``qid iter docid grade`` (4 columns; ``iter`` is not used; grade an integer >= 0).
 * corpus: JSONL ``{"id"|"_id"|"docid"|"doc_id", "text"|"contents", ...}`` (BEIR / pyserini), or a
-  TSV ``id<TAB>text`` whose first line may be a header.
+  TSV ``id<TAB>text`` whose first line may be a header. A text must not be empty or blank.
 * queries: TSV ``qid<TAB>text`` (extra columns ignored, an optional header line), or JSONL
   ``{"id"|"_id"|"query_id"|"qid", "text"|"query"|"question"}``.
 
@@ -23,10 +24,13 @@ from judge_eval.data._io import (
     as_id,
     as_rank,
     as_score,
+    as_text,
     atomic_write,
+    Corpus,
     first_line,
     iter_json_records,
     iter_lines,
+    not_in_corpus,
     type_name,
 )
 from judge_eval.data.jsonl import first_key
@@ -85,7 +89,7 @@ def read_trec_run(
         chunk_text = None
         if corpus is not None:
             if docid not in corpus:
-                raise InputError(f"docid {docid!r} is not in the corpus", path=p, line=line, field="docid")
+                raise InputError(not_in_corpus("docid", docid, corpus), path=p, line=line, field="docid")
             chunk_text = corpus[docid]
         origins.setdefault(qid, line)
         entries.setdefault(qid, []).append((rank, Chunk(id=docid, text=chunk_text, score=score)))
@@ -124,10 +128,11 @@ def _is_json(path: PathLike) -> bool:
 
 
 def _read_id_text(
-    path: PathLike, id_keys: Sequence[str], text_keys: Sequence[str], what: str
-) -> dict[str, str]:
-    """``{id: text}`` from JSONL records or a TSV file (see the module docstring)."""
-    out: dict[str, str] = {}
+    path: PathLike, id_keys: Sequence[str], text_keys: Sequence[str], what: str, *, nonblank: bool = False
+) -> Corpus:
+    """``{id: text}`` from JSONL records or a TSV file (see the module docstring). With
+    ``nonblank``, an empty or whitespace-only text is an error."""
+    out = Corpus(path=path)
     first: dict[str, int] = {}
     if _is_json(path):
         for line, obj in iter_json_records(path):
@@ -139,6 +144,8 @@ def _read_id_text(
                     f"'{text_key}' must be a string, got {type_name(text)}",
                     path=path, line=line, field=text_key,
                 )
+            if nonblank:
+                as_text(text, path=path, line=line, field=text_key)
             _add(out, first, key, text, what=what, path=path, line=line, field=id_key)
         return out
     for n, (line, text) in enumerate(iter_lines(path)):
@@ -150,13 +157,15 @@ def _read_id_text(
                 "expected 'id<TAB>text' (no tab on this line)", path=path, line=line, field="text"
             )
         key = as_id(parts[0].strip(), path=path, line=line, field="id")
+        if nonblank:
+            as_text(parts[1], path=path, line=line, field="text")
         _add(out, first, key, parts[1], what=what, path=path, line=line, field="id")
     if not out:
         raise InputError("file is empty (a header line only)", path=path)
     return out
 
 
-def _add(out: dict[str, str], first: dict[str, int], key: str, text: str, *, what: str,
+def _add(out: Corpus, first: dict[str, int], key: str, text: str, *, what: str,
          path: PathLike, line: int, field: str) -> None:
     if key in first:
         raise InputError(
@@ -166,9 +175,10 @@ def _add(out: dict[str, str], first: dict[str, int], key: str, text: str, *, wha
     out[key] = text
 
 
-def read_corpus(path: PathLike) -> dict[str, str]:
-    """Read a corpus: chunk id -> text (JSONL or TSV, see the module docstring)."""
-    return _read_id_text(path, CORPUS_ID_KEYS, CORPUS_TEXT_KEYS, "corpus")
+def read_corpus(path: PathLike) -> Corpus:
+    """Read a corpus: chunk id -> text (JSONL or TSV, see the module docstring). A text must
+    not be empty or whitespace-only."""
+    return _read_id_text(path, CORPUS_ID_KEYS, CORPUS_TEXT_KEYS, "corpus", nonblank=True)
 
 
 def read_queries(path: PathLike) -> dict[str, str]:
