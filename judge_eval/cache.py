@@ -18,6 +18,11 @@ Layout (SQLite, WAL journal, ``busy_timeout`` so two processes can share a file)
     )
     endpoint_formats(endpoint TEXT PRIMARY KEY, format TEXT NOT NULL, updated TEXT NOT NULL)
     meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)   -- schema_version
+    claims(
+        key     TEXT PRIMARY KEY,  -- the cache key some process is asking the server for right now
+        owner   TEXT NOT NULL,     -- "hostname:pid:random" of the ResponseCache that holds it
+        expires REAL NOT NULL      -- Unix time the lease ends unless renewed
+    )
 
 Every write is committed at once (autocommit), so a process killed with SIGKILL loses nothing it
 already stored. Only successful answers are stored; errors never are.
@@ -27,6 +32,25 @@ separators, UTF-8, no ASCII escaping) of the request dictionary the judge builds
 changes the answer (judge identity, prompt id, model, messages, temperature, top_p, seed,
 max_tokens, response format, sample index). API keys and headers are never part of it, and
 :meth:`ResponseCache.put` refuses a request that carries a field named like a credential.
+
+Claims (cross-process coordination): two processes sharing a file pay each unique task once. On a
+miss, :meth:`ResponseCache.acquire` claims the key (one short ``BEGIN IMMEDIATE`` transaction that
+also re-checks ``responses``) before the judge asks the server. A key claimed by another live owner
+is waited for (asyncio polling, 20 ms growing to 0.5 s) until its answer appears (returned as a
+cache hit) or the claim goes away (then this process claims it and asks). A claim is taken over at
+once when its lease expired or its owner is a dead process on this host (``os.kill(pid, 0)``); it
+is released in the same transaction that stores the answer, or on failure or cancellation. While
+the call is in flight a heartbeat renews the lease (``lease`` seconds, default 60, renewed every
+``lease / 3``), so a slow call with retries is not taken over, and a crashed claimant's key is
+free again after at most one lease. Claims exist only in modes ``use`` and ``refresh``. In
+``refresh`` mode an answer counts only when it was written after this ``ResponseCache`` was
+created (:attr:`ResponseCache.started`): a concurrent claimant's fresh answer, never an old one.
+
+Errors: a path that is a directory, a file that is not SQLite, a corrupted database, an
+unwritable location, a file that stays locked past ``busy_timeout``, all raise
+:class:`CacheError` naming the file and what to do. :meth:`ResponseCache.check` opens and
+verifies the file eagerly, so a caller can fail before any paid call; ``create=False`` opens an
+existing cache only (management commands), never creating a file or directory.
 
 Modes:
 
@@ -39,25 +63,36 @@ Modes:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
+import math
 import os
+import secrets
+import socket
 import sqlite3
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Callable, Iterator, Literal
+from urllib.parse import quote
 
 from judge_eval._jsonpath import first_path
-from judge_eval.errors import InputError
+from judge_eval.errors import InputError, JudgeEvalError
 from judge_eval.judge.protocol import Usage
 
 CacheMode = Literal["use", "refresh", "replay", "off"]
 MODES: tuple[str, ...] = ("use", "refresh", "replay", "off")
 FORMATS: tuple[str, ...] = ("json_schema", "json_object", "text")
 SCHEMA_VERSION = "1"
+#: seconds a claim lives unless renewed (a heartbeat renews it every third of that)
+DEFAULT_LEASE = 60.0
+#: longest pause between two looks at a key another process is asking for
+MAX_POLL = 0.5
 
 #: field names that must never appear anywhere in a stored request (checked case-insensitively)
 _SECRET_FIELDS = frozenset(
@@ -66,7 +101,9 @@ _SECRET_FIELDS = frozenset(
 
 __all__ = [
     "CacheEntry",
+    "CacheError",
     "CacheMode",
+    "Claim",
     "ResponseCache",
     "cache_key",
     "canonical_json",
@@ -85,7 +122,87 @@ def cache_key(request: dict[str, Any]) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    # milliseconds: refresh mode compares ``created`` with the time it started
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _timestamp(created: str) -> float:
+    """Unix time of a ``created`` value (-inf when unparseable: older than anything)."""
+    try:
+        when = datetime.fromisoformat(created)
+    except (TypeError, ValueError):
+        return -math.inf
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+class CacheError(JudgeEvalError):
+    """The cache file cannot be used: names the file, what is wrong and what to do."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"cache {self.path}: {self.message}" if self.path else self.message
+
+
+_MOVE_ASIDE = "move it aside (or delete it) or pass another --cache"
+
+
+def _cache_error(path: Path, exc: BaseException, busy_timeout: float) -> CacheError:
+    """The :class:`CacheError` for an sqlite3/OS error raised while using ``path``."""
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
+        what = exc.strerror or text
+        return CacheError(f"cannot create its directory ({what}); pass another --cache", path=path)
+    if "is locked" in low or "database is busy" in low:
+        return CacheError(
+            f"locked by another process for longer than the busy timeout ({busy_timeout:g} s); wait for "
+            "that process (or kill it) and retry, or pass another --cache",
+            path=path,
+        )
+    if "not a database" in low:
+        return CacheError(f"not an SQLite database, so not a judge-eval cache; {_MOVE_ASIDE}", path=path)
+    if "malformed" in low or "corrupt" in low:
+        return CacheError(
+            f"the SQLite database is corrupted ({text}); {_MOVE_ASIDE} (`sqlite3 FILE .recover` may save "
+            "its rows)",
+            path=path,
+        )
+    if "readonly" in low or "read-only" in low:
+        return CacheError(
+            f"not writable ({text}); fix its permissions, use --cache-mode replay to only read it, or pass "
+            "another --cache",
+            path=path,
+        )
+    if "unable to open" in low:
+        return CacheError(
+            f"cannot be opened ({text}: missing directory or no permission); pass another --cache", path=path
+        )
+    return CacheError(f"SQLite error: {text}; {_MOVE_ASIDE}", path=path)
+
+
+def _host() -> str:
+    return socket.gethostname()
+
+
+def _owner_alive(owner: str) -> bool:
+    """False only when ``owner`` (``host:pid:random``) is a process of this host that is gone."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.split(":", 1)[0]
+    if host != _host() or not pid_text.isdigit() or os.name == "nt":  # os.kill(pid, 0) kills on Windows
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, another user's
+        return True
+    return True
 
 
 def _find_secret_field(value: Any) -> str | None:
@@ -143,7 +260,71 @@ CREATE TABLE IF NOT EXISTS meta (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
+);
 """
+
+_TABLES = frozenset({"responses", "endpoint_formats", "meta", "claims"})
+_ENTRY_COLUMNS = "key, identity, prompt, request, response, prompt_tokens, completion_tokens, created"
+
+
+def _entry(row: tuple[Any, ...]) -> CacheEntry:
+    """A :class:`CacheEntry` from a ``SELECT {_ENTRY_COLUMNS}`` row (ValueError/TypeError if damaged)."""
+    return CacheEntry(
+        key=row[0],
+        identity=row[1],
+        prompt=row[2],
+        request=json.loads(row[3]),
+        response=json.loads(row[4]),
+        usage=Usage(int(row[5]), int(row[6])),
+        created=row[7],
+    )
+
+
+class Claim:
+    """This process's claim on one key, from :meth:`ResponseCache.acquire`: use it as
+    ``async with claim:`` around the server call. Inside, a heartbeat renews the lease every
+    ``lease / 3`` seconds; on leaving, the claim is released (a no-op when :meth:`ResponseCache.put`
+    already released it with the answer). An inactive claim (modes ``replay`` and ``off``) does
+    nothing."""
+
+    def __init__(self, cache: "ResponseCache", key: str, active: bool) -> None:
+        self.cache = cache
+        self.key = key
+        self.active = active
+        self._beat: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> "Claim":
+        if self.active:
+            self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.close(failing=exc_type is not None)
+
+    def close(self, *, failing: bool = False) -> None:
+        """Stop the heartbeat and release the claim. When ``failing`` (an exception is already on
+        its way) a cache error here is swallowed: the lease then simply expires."""
+        if self._beat is not None:
+            self._beat.cancel()  # not awaited: awaiting could swallow a cancellation of our own
+            self._beat = None
+        if self.active:
+            try:
+                self.cache.release(self.key)
+            except CacheError:
+                if not failing:
+                    raise
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.cache.lease / 3)
+            try:
+                self.cache.renew(self.key)
+            except CacheError:
+                pass  # keep trying; at worst the lease expires and another process asks too
 
 
 class ResponseCache:
@@ -155,17 +336,44 @@ class ResponseCache:
     wait for the other's lock instead of failing.
 
     The connection is opened on first use, so ``ResponseCache(path, mode="off")`` never creates
-    ``path`` unless a management method (stats, export, import, clear) is called.
+    ``path`` unless a management method (stats, export, import, clear) is called. Call
+    :meth:`check` to open and verify it at once.
+
+    ``create=False`` opens an existing cache only: a missing file raises ``CacheError("no cache
+    at PATH")`` here, and no file or directory is ever created (a cache written by an earlier
+    version only gains the tables added since). ``lease``: seconds a claim lives unless renewed
+    (see the module docstring). Every failure of the file raises :class:`CacheError`.
     """
 
-    def __init__(self, path: str | Path, mode: CacheMode = "use", *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        mode: CacheMode = "use",
+        *,
+        busy_timeout: float = 30.0,
+        create: bool = True,
+        lease: float = DEFAULT_LEASE,
+    ) -> None:
         if mode not in MODES:
             raise InputError(f"unknown cache mode {mode!r}; expected one of {', '.join(MODES)}", field="mode")
+        if not (isinstance(lease, (int, float)) and math.isfinite(lease) and lease > 0):
+            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
         self.path = Path(path)
         self.mode: CacheMode = mode
         self.busy_timeout = busy_timeout
+        self.create = create
+        self.lease = float(lease)
+        #: Unix time this object was made: in ``refresh`` mode, only answers written after it count
+        self.started = time.time()
+        if not create and not self._memory and not self.path.exists():
+            raise CacheError(f"no cache at {self.path}")
+        if not create and self.path.is_dir():
+            raise CacheError("is a directory, not a cache file; pass a file path to --cache", path=self.path)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        self._owner = ""
+        self._owner_pid = -1
+        self._held: set[str] = set()  # keys this object holds claims on
         # what this process got from the cache (stats()["session"])
         self.hits = 0
         self.misses = 0
@@ -174,27 +382,101 @@ class ResponseCache:
 
     # -- connection ---------------------------------------------------------------------------
 
+    @property
+    def _memory(self) -> bool:
+        return str(self.path) in (":memory:", "")
+
     def _db(self) -> sqlite3.Connection:
+        """The connection, opened (and the file verified) on first use. Call under ``_locked``."""
         if self._conn is None:
-            if self.path.parent and not self.path.parent.exists():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._open()
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        path = self.path
+        if path.is_dir():
+            raise CacheError("is a directory, not a cache file; pass a file path to --cache", path=path)
+        if self._memory:
+            target, uri = str(path), False
+        elif self.create:
+            if not path.parent.exists():
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise _cache_error(path, exc, self.busy_timeout) from None
+            target, uri = str(path), False
+        else:
+            if not path.exists():
+                raise CacheError(f"no cache at {path}")
+            target, uri = f"file:{quote(str(path.absolute()))}?mode=rw", True
+        try:
             conn = sqlite3.connect(
-                str(self.path),
+                target,
                 timeout=self.busy_timeout,
                 isolation_level=None,  # autocommit: each statement is its own committed transaction
                 check_same_thread=False,
+                uri=uri,
             )
+        except sqlite3.Error as exc:
+            raise _cache_error(path, exc, self.busy_timeout) from None
+        try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "responses" in tables and "meta" in tables:
+                row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                if row is not None and row[0] != SCHEMA_VERSION:
+                    raise CacheError(
+                        f"schema version {row[0]}, this judge-eval reads version {SCHEMA_VERSION}; "
+                        "use the judge-eval that wrote it, or pass another --cache",
+                        path=path,
+                    )
+            elif tables or not self.create:
+                raise CacheError(
+                    f"an SQLite database but not a judge-eval cache (tables: {', '.join(sorted(tables)) or 'none'}); "
+                    f"{_MOVE_ASIDE}",
+                    path=path,
+                )
             conn.execute("PRAGMA journal_mode = WAL")
             # NORMAL in WAL mode: a commit survives a process crash (SIGKILL); only an OS crash or
             # power loss can drop the last commits.
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_DDL)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta(name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+            if not _TABLES <= tables:  # a new file, or one written before a table was added: no write otherwise
+                conn.executescript(_DDL)
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta(name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                )
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, (sqlite3.Error, OSError)):
+                raise _cache_error(path, exc, self.busy_timeout) from None
+            raise
+        return conn
+
+    @contextmanager
+    def _locked(self) -> Iterator[sqlite3.Connection]:
+        """The connection under the lock; any SQLite failure becomes a :class:`CacheError`."""
+        with self._lock:
+            try:
+                yield self._db()
+            except sqlite3.Error as exc:
+                raise _cache_error(self.path, exc, self.busy_timeout) from None
+
+    def check(self) -> None:
+        """Open the file now and verify it is a usable judge-eval cache: an SQLite database with
+        this version's schema whose pages pass ``PRAGMA quick_check``. Raises :class:`CacheError`
+        (naming the file and what to do) otherwise, so a caller can fail before any paid call.
+        Does nothing in ``off`` mode."""
+        if self.mode == "off":
+            return
+        with self._locked() as db:
+            db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(3)").fetchall()]
+        if problems != ["ok"]:
+            raise CacheError(
+                f"the SQLite database is corrupted ({'; '.join(problems)}); {_MOVE_ASIDE} "
+                "(`sqlite3 FILE .recover` may save its rows)",
+                path=self.path,
             )
-            self._conn = conn
-        return self._conn
 
     def close(self) -> None:
         """Close the connection (the object reopens it if used again)."""
@@ -229,31 +511,146 @@ class ResponseCache:
         ``off`` modes. (In ``replay`` mode the judge turns a miss into ``cache_miss``.)"""
         if not self.reads:
             return None
-        with self._lock:
-            row = self._db().execute(
-                "SELECT key, identity, prompt, request, response, prompt_tokens, completion_tokens, created "
-                "FROM responses WHERE key = ?",
-                (key,),
-            ).fetchone()
+        with self._locked() as db:
+            entry = self._lookup(db, key)
+        self._count(entry)
+        return entry
+
+    def _lookup(
+        self,
+        db: sqlite3.Connection,
+        key: str,
+        since: float | None = None,
+        accept: Callable[[CacheEntry], bool] | None = None,
+    ) -> CacheEntry | None:
+        """The usable entry under ``key``: None when absent, damaged (a later put overwrites
+        it), written before ``since`` or refused by ``accept``."""
+        row = db.execute(f"SELECT {_ENTRY_COLUMNS} FROM responses WHERE key = ?", (key,)).fetchone()
         if row is None:
-            self.misses += 1
             return None
         try:
-            entry = CacheEntry(
-                key=row[0],
-                identity=row[1],
-                prompt=row[2],
-                request=json.loads(row[3]),
-                response=json.loads(row[4]),
-                usage=Usage(int(row[5]), int(row[6])),
-                created=row[7],
-            )
+            entry = _entry(row)
         except (ValueError, TypeError):
-            self.misses += 1
-            return None  # a damaged row is a miss; a later put overwrites it
-        self.hits += 1
-        self.saved = self.saved + entry.usage
+            return None
+        if since is not None and _timestamp(entry.created) < since:
+            return None
+        if accept is not None and not accept(entry):
+            return None
         return entry
+
+    def _count(self, entry: CacheEntry | None) -> None:
+        if entry is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+            self.saved = self.saved + entry.usage
+
+    # -- claims -------------------------------------------------------------------------------
+
+    @property
+    def owner(self) -> str:
+        """This object's claim owner id, ``hostname:pid:random`` (new after a fork)."""
+        pid = os.getpid()
+        if self._owner_pid != pid:
+            self._owner = f"{_host()}:{pid}:{secrets.token_hex(4)}"
+            self._owner_pid = pid
+        return self._owner
+
+    def _claim_free(self, row: tuple[Any, ...] | None, now: float) -> bool:
+        """Whether a claims row (owner, expires) may be taken: none, expired, or a dead owner."""
+        return row is None or float(row[1]) < now or not _owner_alive(str(row[0]))
+
+    def try_acquire(
+        self, key: str, *, accept: Callable[[CacheEntry], bool] | None = None
+    ) -> CacheEntry | bool:
+        """One non-blocking attempt (modes ``use`` and ``refresh``): the stored answer if there
+        is a usable one (``accept`` may refuse an entry; in ``refresh`` mode only answers written
+        after :attr:`started` count), True if this object now holds the claim on ``key``, False
+        if another live owner (or another task of this object) holds it."""
+        since = self.started if self.mode == "refresh" else None
+        now = time.time()
+        with self._locked() as db:
+            # cheap look without the write lock first
+            entry = self._lookup(db, key, since, accept)
+            if entry is not None:
+                return entry
+            row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
+            if not self._claim_free(row, now):
+                return False
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # again under the write lock: the answer may have been stored since the look above
+                entry = self._lookup(db, key, since, accept)
+                row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
+                won = entry is None and self._claim_free(row, now)
+                if won:
+                    db.execute(
+                        "INSERT OR REPLACE INTO claims(key, owner, expires) VALUES (?, ?, ?)",
+                        (key, self.owner, time.time() + self.lease),
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            if entry is not None:
+                return entry
+            if won:
+                self._held.add(key)
+            return won
+
+    async def acquire(
+        self, key: str, *, accept: Callable[[CacheEntry], bool] | None = None
+    ) -> CacheEntry | Claim:
+        """The stored answer under ``key`` or this process's :class:`Claim` on it.
+
+        ``use`` / ``refresh``: wait (asyncio, polling every 20 ms growing to 0.5 s) while another
+        live owner holds the key, until its answer appears (returned, counted as a hit) or its
+        claim goes away or expires (then claimed here). ``replay``: the stored answer or an
+        inactive claim (the caller reports the miss). ``off``: an inactive claim, the file is
+        not touched.
+        """
+        if self.mode == "off":
+            return Claim(self, key, active=False)
+        if self.mode == "replay":
+            with self._locked() as db:
+                entry = self._lookup(db, key, None, accept)
+            self._count(entry)
+            return entry if entry is not None else Claim(self, key, active=False)
+        delay = 0.02
+        while True:
+            got = self.try_acquire(key, accept=accept)
+            if isinstance(got, CacheEntry):
+                self._count(got)
+                return got
+            if got:
+                if self.reads:
+                    self._count(None)
+                return Claim(self, key, active=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, MAX_POLL)
+
+    def renew(self, key: str) -> bool:
+        """Extend this object's lease on ``key`` by :attr:`lease` seconds; False if it no longer
+        holds it (released, or taken over after the lease expired)."""
+        with self._locked() as db:
+            cur = db.execute(
+                "UPDATE claims SET expires = ? WHERE key = ? AND owner = ?", (time.time() + self.lease, key, self.owner)
+            )
+            return cur.rowcount > 0
+
+    def release(self, key: str) -> None:
+        """Give up this object's claim on ``key`` (a no-op if it holds none)."""
+        with self._locked() as db:
+            if key in self._held:
+                self._held.discard(key)
+                db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+
+    def claims(self) -> list[tuple[str, str, float]]:
+        """Every claim row: (key, owner, expires)."""
+        with self._locked() as db:
+            rows = db.execute("SELECT key, owner, expires FROM claims ORDER BY key").fetchall()
+        return [(r[0], r[1], float(r[2])) for r in rows]
 
     def put(
         self,
@@ -267,7 +664,8 @@ class ResponseCache:
     ) -> bool:
         """Store one answer (committed before returning). Returns True if written; a no-op
         returning False in ``replay`` and ``off`` modes. An existing row with the same key is
-        replaced (so ``refresh`` overwrites).
+        replaced (so ``refresh`` overwrites). A claim this object holds on ``key`` is released in
+        the same transaction.
 
         Raises ValueError if ``request`` carries a credential-like field (``api_key``,
         ``authorization``, ``headers`` ...): secrets must never reach the file.
@@ -278,28 +676,37 @@ class ResponseCache:
         if secret is not None:
             raise ValueError(f"refusing to cache a request with a credential-like field: {secret}")
         usage = usage or Usage()
-        with self._lock:
-            self._db().execute(
-                "INSERT OR REPLACE INTO responses"
-                "(key, identity, prompt, request, response, prompt_tokens, completion_tokens, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    identity,
-                    prompt,
-                    canonical_json(request),
-                    canonical_json(response),
-                    int(usage.prompt_tokens),
-                    int(usage.completion_tokens),
-                    _now(),
-                ),
-            )
+        row = (
+            key,
+            identity,
+            prompt,
+            canonical_json(request),
+            canonical_json(response),
+            int(usage.prompt_tokens),
+            int(usage.completion_tokens),
+            _now(),
+        )
+        insert = f"INSERT OR REPLACE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        with self._locked() as db:
+            if key not in self._held:
+                db.execute(insert, row)
+            else:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute(insert, row)
+                    db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+                self._held.discard(key)
             self.writes += 1
         return True
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._db().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        with self._locked() as db:
+            return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     # -- endpoint capabilities ----------------------------------------------------------------
 
@@ -308,10 +715,8 @@ class ResponseCache:
         ``json_object`` or ``text``), or None. Not consulted in ``off`` mode."""
         if self.mode == "off":
             return None
-        with self._lock:
-            row = self._db().execute(
-                "SELECT format FROM endpoint_formats WHERE endpoint = ?", (endpoint,)
-            ).fetchone()
+        with self._locked() as db:
+            row = db.execute("SELECT format FROM endpoint_formats WHERE endpoint = ?", (endpoint,)).fetchone()
         return row[0] if row and row[0] in FORMATS else None
 
     def set_format(self, endpoint: str, fmt: str) -> None:
@@ -320,24 +725,24 @@ class ResponseCache:
             raise ValueError(f"unknown format {fmt!r}")
         if self.mode in ("replay", "off"):
             return
-        with self._lock:
-            self._db().execute(
+        with self._locked() as db:
+            db.execute(
                 "INSERT OR REPLACE INTO endpoint_formats(endpoint, format, updated) VALUES (?, ?, ?)",
                 (endpoint, fmt, _now()),
             )
 
     def formats(self) -> dict[str, str]:
         """All remembered endpoint formats."""
-        with self._lock:
-            return dict(self._db().execute("SELECT endpoint, format FROM endpoint_formats").fetchall())
+        with self._locked() as db:
+            return dict(db.execute("SELECT endpoint, format FROM endpoint_formats").fetchall())
 
     def clear_formats(self, endpoint: str | None = None) -> int:
         """Forget remembered formats (all, or one endpoint), e.g. after upgrading a server."""
-        with self._lock:
+        with self._locked() as db:
             if endpoint is None:
-                cur = self._db().execute("DELETE FROM endpoint_formats")
+                cur = db.execute("DELETE FROM endpoint_formats")
             else:
-                cur = self._db().execute("DELETE FROM endpoint_formats WHERE endpoint = ?", (endpoint,))
+                cur = db.execute("DELETE FROM endpoint_formats WHERE endpoint = ?", (endpoint,))
             return cur.rowcount
 
     # -- management ---------------------------------------------------------------------------
@@ -347,11 +752,11 @@ class ResponseCache:
 
         ``rows``; ``by_identity`` and ``by_prompt`` (row counts); ``prompt_tokens`` and
         ``completion_tokens`` stored (what one full reuse of every row saves); ``file_bytes``
-        (database plus its WAL); ``formats`` (remembered endpoint formats); ``session``: hits,
+        (database plus its WAL); ``formats`` (remembered endpoint formats); ``claims`` (keys being
+        asked right now, or left by a crashed process until taken over); ``session``: hits,
         misses, writes and ``tokens_saved`` by hits in this process.
         """
-        with self._lock:
-            db = self._db()
+        with self._locked() as db:
             rows = int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
             by_identity = dict(
                 db.execute("SELECT identity, COUNT(*) FROM responses GROUP BY identity ORDER BY identity").fetchall()
@@ -363,6 +768,7 @@ class ResponseCache:
                 "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM responses"
             ).fetchone()
             formats = dict(db.execute("SELECT endpoint, format FROM endpoint_formats").fetchall())
+            claims = int(db.execute("SELECT COUNT(*) FROM claims").fetchone()[0])
         size = 0
         for suffix in ("", "-wal"):
             p = Path(str(self.path) + suffix)
@@ -379,6 +785,7 @@ class ResponseCache:
             "total_tokens": int(pt) + int(ct),
             "file_bytes": size,
             "formats": formats,
+            "claims": claims,
             "session": {
                 "hits": self.hits,
                 "misses": self.misses,
@@ -391,21 +798,15 @@ class ResponseCache:
 
     def entries(self, identity: str | None = None) -> list[CacheEntry]:
         """All entries (optionally of one identity), ordered by key."""
-        sql = (
-            "SELECT key, identity, prompt, request, response, prompt_tokens, completion_tokens, created "
-            "FROM responses"
-        )
+        sql = f"SELECT {_ENTRY_COLUMNS} FROM responses"
         args: tuple[Any, ...] = ()
         if identity is not None:
             sql += " WHERE identity = ?"
             args = (identity,)
         sql += " ORDER BY key"
-        with self._lock:
-            rows = self._db().execute(sql, args).fetchall()
-        return [
-            CacheEntry(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), Usage(int(r[5]), int(r[6])), r[7])
-            for r in rows
-        ]
+        with self._locked() as db:
+            rows = db.execute(sql, args).fetchall()
+        return [_entry(r) for r in rows]
 
     def export_jsonl(self, dest: str | Path | IO[str], *, identity: str | None = None) -> int:
         """Write every entry (or one identity's) as JSON lines, ordered by key; returns the count.
@@ -446,20 +847,17 @@ class ResponseCache:
             if not line.strip():
                 continue
             rows.append(self._validate_line(line, lineno, path))
-        with self._lock:
-            db = self._db()
+        with self._locked() as db:
             before = db.total_changes
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.executemany(
-                    "INSERT OR IGNORE INTO responses"
-                    "(key, identity, prompt, request, response, prompt_tokens, completion_tokens, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
+                    f"INSERT OR IGNORE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
                 )
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             return db.total_changes - before
 
@@ -518,9 +916,9 @@ class ResponseCache:
     def clear(self, identity: str | None = None) -> int:
         """Delete all stored answers, or those of one identity; returns the number deleted.
         Remembered endpoint formats are kept (see :meth:`clear_formats`)."""
-        with self._lock:
+        with self._locked() as db:
             if identity is None:
-                cur = self._db().execute("DELETE FROM responses")
+                cur = db.execute("DELETE FROM responses")
             else:
-                cur = self._db().execute("DELETE FROM responses WHERE identity = ?", (identity,))
+                cur = db.execute("DELETE FROM responses WHERE identity = ?", (identity,))
             return cur.rowcount

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from judge_eval.cache import ResponseCache, cache_key, canonical_json
-from judge_eval.errors import InputError
+from judge_eval.cache import CacheError, ResponseCache, cache_key, canonical_json
+from judge_eval.errors import InputError, JudgeEvalError
 from judge_eval.judge.protocol import Usage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -334,3 +334,134 @@ def test_sigkilled_process_loses_nothing_already_stored(tmp_path):
     cache = ResponseCache(path)
     assert len(cache) == 25
     assert cache.get(cache_key(request(24))).response == {"statements": ["s24"]}
+
+
+# -- bad cache files: one clear CacheError naming the file --------------------------------------
+
+
+def _every_use(cache: ResponseCache, tmp_path: Path) -> list:
+    """Every public operation, each a thunk, for asserting they all raise CacheError."""
+    return [
+        cache.check,
+        lambda: cache.get("0" * 64),
+        lambda: put(cache, 1),
+        cache.stats,
+        lambda: cache.export_jsonl(tmp_path / "out.jsonl"),
+        lambda: cache.import_jsonl(io.StringIO("")),
+        cache.clear,
+        lambda: len(cache),
+        lambda: cache.get_format("http://h/v1 m"),
+    ]
+
+
+def _assert_cache_errors(cache: ResponseCache, tmp_path: Path, match: str) -> None:
+    for use in _every_use(cache, tmp_path):
+        with pytest.raises(CacheError, match=match) as err:
+            use()
+        assert isinstance(err.value, JudgeEvalError)  # the CLI turns it into one message, exit 2
+        assert str(cache.path) in str(err.value)
+        assert "--cache" in str(err.value)  # says what to do
+
+
+def test_a_file_that_is_not_sqlite_is_a_cache_error(tmp_path):
+    path = tmp_path / "garbage.sqlite"
+    path.write_bytes(b"this is not a database, just some bytes \x00\xff" * 200)
+    _assert_cache_errors(ResponseCache(path), tmp_path, "not an SQLite database")
+    _assert_cache_errors(ResponseCache(path, create=False), tmp_path, "not an SQLite database")
+    assert path.read_bytes().startswith(b"this is not a database")  # left untouched
+
+
+def test_a_corrupted_database_is_a_cache_error(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with ResponseCache(path) as cache:
+        for i in range(300):
+            put(cache, i)
+    assert not Path(str(path) + "-wal").exists()  # checkpointed into the main file on close
+    data = bytearray(path.read_bytes())
+    assert len(data) > 16 * 4096
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle:middle + 3 * 4096] = b"\xa5" * (3 * 4096)  # three pages in the middle
+    path.write_bytes(bytes(data))
+    cache = ResponseCache(path)
+    with pytest.raises(CacheError, match="corrupted") as err:
+        cache.check()  # eager: before any paid call
+    assert str(path) in str(err.value) and "move it aside" in str(err.value)
+    with pytest.raises(CacheError, match="corrupted"):
+        cache.export_jsonl(tmp_path / "out.jsonl")  # a full read reaches the damaged pages
+
+
+def test_a_directory_is_a_cache_error(tmp_path):
+    path = tmp_path / "adir"
+    path.mkdir()
+    _assert_cache_errors(ResponseCache(path), tmp_path, "is a directory")
+    with pytest.raises(CacheError, match="is a directory"):
+        ResponseCache(path, create=False)
+
+
+def test_a_foreign_sqlite_database_is_a_cache_error(tmp_path):
+    path = tmp_path / "other.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE people (name TEXT)")
+    con.commit()
+    con.close()
+    _assert_cache_errors(ResponseCache(path), tmp_path, "not a judge-eval cache")
+    con = sqlite3.connect(path)
+    assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["people"]  # not modified
+    con.close()
+
+
+def test_create_false_opens_only_an_existing_cache_and_creates_nothing(tmp_path):
+    missing = tmp_path / "new" / "dir" / "x.sqlite"
+    with pytest.raises(CacheError, match="no cache at") as err:
+        ResponseCache(missing, create=False)
+    assert str(missing) in str(err.value)
+    assert not (tmp_path / "new").exists()
+    path = tmp_path / "c.sqlite"
+    put(ResponseCache(path), 1)
+    cache = ResponseCache(path, create=False)
+    cache.check()
+    assert cache.stats()["rows"] == 1
+    path.unlink()  # gone between construction and first use: still not created
+    for suffix in ("-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    late = ResponseCache(tmp_path / "late.sqlite", create=True)
+    late.check()
+    late.close()
+    gone = ResponseCache(tmp_path / "late.sqlite", create=False)
+    (tmp_path / "late.sqlite").unlink()
+    with pytest.raises(CacheError, match="no cache at"):
+        gone.stats()
+    assert not (tmp_path / "late.sqlite").exists()
+
+
+def test_an_uncreatable_location_is_a_cache_error(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    cache = ResponseCache(blocker / "sub" / "c.sqlite")  # a directory under a regular file
+    with pytest.raises(CacheError, match="cannot create its directory") as err:
+        cache.check()
+    assert str(blocker / "sub" / "c.sqlite") in str(err.value)
+
+
+def test_a_file_locked_past_the_busy_timeout_is_a_cache_error(tmp_path):
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).check()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        cache = ResponseCache(path, busy_timeout=0.2)
+        assert cache.get("0" * 64) is None  # readers are not blocked (WAL)
+        with pytest.raises(CacheError, match="locked by another process") as err:
+            put(cache, 1)
+        assert str(path) in str(err.value)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    put(cache, 1)  # usable again once the lock is gone
+
+
+def test_check_accepts_a_good_cache_and_a_new_file(tmp_path):
+    ResponseCache(tmp_path / "deep" / "new.sqlite").check()  # created, with its directory
+    assert (tmp_path / "deep" / "new.sqlite").exists()
+    ResponseCache(tmp_path / "unused.sqlite", mode="off").check()  # off: never opened
+    assert not (tmp_path / "unused.sqlite").exists()
