@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
+import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -172,7 +175,7 @@ def test_environment_supplies_base_url_and_key(monkeypatch):
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         judge = OpenAIJudge("scripted-judge")
-        assert judge.identity == f"openai:127.0.0.1:{server.port}/scripted-judge"
+        assert judge.identity == "openai:localhost/scripted-judge"  # no port; loopback is localhost
         r = run_tasks(judge, TASKS[:1])[TASKS[0]]
         assert r.value == expected_value(TASKS[0])
         assert requests_of(server)[0]["headers"]["authorization"] == f"Bearer {SECRET}"
@@ -185,7 +188,7 @@ def test_openai_endpoint_without_key_is_a_config_error(monkeypatch):
         OpenAIJudge("gpt-4o-mini")
     judge = OpenAIJudge("gpt-4o-mini", api_key="k")
     assert judge.identity == "openai:api.openai.com/gpt-4o-mini"
-    assert endpoint_identity("http://user:pw@LocalHost:8080/v1?x=1", "m") == "openai:localhost:8080/m"
+    assert endpoint_identity("http://user:pw@LocalHost:8080/v1?x=1", "m") == "openai:localhost/m"
 
 
 # -- transient faults: retried, results unchanged ------------------------------------------------
@@ -541,6 +544,160 @@ def test_export_import_then_replay_elsewhere(tmp_path):
         again = run_tasks(replay)
         assert requests_of(server) == []
         assert values(again) == values(first)
+
+
+def test_identity_has_no_port_and_every_loopback_spelling_is_localhost():
+    for url in ["http://127.0.0.1:8080/v1", "http://127.0.0.1:9999/v1", "http://localhost:11434/v1",
+                "http://LOCALHOST/v1", "http://127.1.2.3:80/v1", "http://[::1]:8000/v1", "http://0.0.0.0:8080/v1",
+                "http://[::ffff:127.0.0.1]:8080/v1", "http://user:pw@localhost:1/v1"]:
+        assert endpoint_identity(url, "m") == "openai:localhost/m", url
+    assert endpoint_identity("https://api.openai.com/v1", "gpt-4o-mini") == "openai:api.openai.com/gpt-4o-mini"
+    assert endpoint_identity("http://gpu-box.lan:8000/v1", "m") == "openai:gpu-box.lan/m"
+    assert endpoint_identity("http://10.0.0.5:8000/v1", "m") == "openai:10.0.0.5/m"
+    assert endpoint_identity("http://[2001:db8::1]:8000/v1", "m") == "openai:[2001:db8::1]/m"
+    judge = OpenAIJudge("m", base_url="http://127.0.0.1:8080/v1", api_key="k", namespace="my-judge")
+    assert judge.identity == "my-judge"  # an explicit identity wins
+    # the remembered structured-output format stays keyed by the full URL
+    assert judge.endpoint == "http://127.0.0.1:8080/v1 m"
+
+
+def test_answers_cached_through_one_port_are_replayed_through_another(tmp_path):
+    path = tmp_path / "c.db"
+    with ScriptedServer(scenario()) as first:
+        original = run_tasks(make_judge(first, cache=ResponseCache(path)))
+        port = first.port
+    with ScriptedServer(scenario()) as second:  # the server restarted on another port
+        assert second.port != port
+        judge = make_judge(second, cache=ResponseCache(path, mode="replay"))
+        replayed = run_tasks(judge)
+        assert requests_of(second) == []  # zero requests
+    assert all(not isinstance(r, BaseException) and r.cache_hit and r.calls == 0 for r in replayed.values())
+    assert values(replayed) == values(original)
+
+
+def closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there any more
+    return port
+
+
+def test_a_refused_connection_to_a_never_seen_endpoint_fails_at_once(tmp_path):
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    judge = OpenAIJudge("m", base_url=base_url, api_key=SECRET, max_attempts=5, retry_base_wait=2.0,
+                        cache=ResponseCache(tmp_path / "c.db"))
+    started = time.monotonic()
+    with pytest.raises(JudgeCallError) as err:
+        call(judge, lambda: judge.decompose(next(iter(REFS))))
+    assert time.monotonic() - started < 1.5  # no 2 s backoff: not retried
+    assert err.value.cause == "connection_refused"
+    assert base_url in err.value.message and "refused" in err.value.message
+    assert err.value.calls == 1 and judge.retry_log == []
+    assert SECRET not in str(err.value)
+    assert ResponseCache(tmp_path / "c.db").claims() == []  # the claim went with the failure
+
+
+def test_a_refused_connection_after_the_endpoint_answered_is_retried():
+    with ScriptedServer(scenario()) as server:
+        judge = make_judge(server, max_attempts=3)
+
+        async def main():
+            first = await judge.decompose(next(iter(REFS)))
+            server.close()  # the server goes away (a restart) after it answered once
+            try:
+                await judge.decompose(list(REFS)[1])
+            finally:
+                await judge.aclose()
+            return first
+
+        with pytest.raises(JudgeCallError) as err:
+            asyncio.run(main())
+    assert err.value.cause == "connection"
+    assert err.value.calls == 3
+    assert len(judge.retry_log) >= 2 and {e.cause for e in judge.retry_log} == {"connection"}
+
+
+def test_a_server_restart_between_retries_is_survived():
+    with ScriptedServer(scenario()) as server:
+        port = server.port
+        judge = make_judge(server, max_attempts=6, retry_base_wait=0.2, max_retry_wait=0.4)
+        restarted: list[ScriptedServer] = []
+
+        async def main():
+            await judge.decompose(next(iter(REFS)))
+            server.close()
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.3, lambda: restarted.append(ScriptedServer(scenario(), port=port).start()))
+            try:
+                return await judge.decompose(list(REFS)[1])
+            finally:
+                await judge.aclose()
+
+        try:
+            resp = asyncio.run(main())
+        finally:
+            for s in restarted:
+                s.close()
+    assert resp.value.statements == REFS[list(REFS)[1]]
+    assert resp.calls >= 2 and judge.retry_log and judge.retry_log[0].cause == "connection"
+
+
+@pytest.mark.parametrize("base_url", ["not a url", "ftp://x", "localhost:8080/v1", "http://", "http:///v1",
+                                      "http://host:99999/v1", "ftp://user:hunter2@x/v1"])
+def test_a_base_url_that_is_not_http_host_is_a_config_error(base_url):
+    with pytest.raises(ConfigError, match="base_url must be an http") as err:
+        OpenAIJudge("m", base_url=base_url, api_key="k")
+    assert "hunter2" not in str(err.value)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "5"])
+def test_a_timeout_that_is_not_positive_and_finite_is_a_config_error(timeout):
+    with pytest.raises(ConfigError, match="timeout"):
+        OpenAIJudge("m", base_url="http://127.0.0.1:1/v1", api_key="k", timeout=timeout)
+
+
+class _Status403(BaseHTTPRequestHandler):
+    hits = 0
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        type(self).hits += 1
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.dumps({"error": {"message": "forbidden (test)", "type": "permission_error"}}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_401_403_404_are_not_retried_and_have_distinct_causes():
+    causes = {}
+    with ScriptedServer(scenario(), faults=[Fault("401", share=1.0, times=10**9)]) as server:
+        judge = make_judge(server, max_attempts=5)
+        with pytest.raises(JudgeCallError) as err:
+            call(judge, lambda: judge.decompose(next(iter(REFS))))
+        causes[401] = (err.value.cause, len(requests_of(server)))
+    with ScriptedServer(scenario()) as server:  # a wrong path: the server answers 404
+        judge = OpenAIJudge("m", base_url=f"http://127.0.0.1:{server.port}/nope/v1", api_key="k", max_attempts=5)
+        with pytest.raises(JudgeCallError) as err:
+            call(judge, lambda: judge.decompose(next(iter(REFS))))
+        causes[404] = (err.value.cause, err.value.calls)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Status403)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        judge = OpenAIJudge("m", base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", api_key="k",
+                            max_attempts=5)
+        with pytest.raises(JudgeCallError) as err:
+            call(judge, lambda: judge.decompose(next(iter(REFS))))
+        causes[403] = (err.value.cause, _Status403.hits)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert causes == {401: ("http_401", 1), 403: ("http_403", 1), 404: ("http_404", 1)}
 
 
 # -- secrets ------------------------------------------------------------------------------------

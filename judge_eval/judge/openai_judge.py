@@ -6,7 +6,9 @@ behaviour; in short, one task (``decompose`` or ``judge_chunk``) goes:
 
 1. **cache** -- the request is hashed (:func:`judge_eval.cache.cache_key`); a hit returns at once
    with ``calls=0`` (``replay`` mode: a miss raises ``JudgeCallError("cache_miss")`` before any
-   HTTP request).
+   HTTP request). On a miss the key is claimed in the cache (:meth:`ResponseCache.acquire`), so
+   another process on the same file waits for this answer instead of paying for it too (and
+   this one waits for a key another process is asking, and gets its answer as a hit).
 2. **structured output** -- ``json_schema`` (strict schema derived from the pydantic answer model)
    -> ``json_object`` -> plain text with JSON extraction. The client steps down only when the server
    rejects the format with a 400/422 that names it (llama.cpp: ``JSON schema conversion
@@ -16,7 +18,10 @@ behaviour; in short, one task (``decompose`` or ``judge_chunk``) goes:
 3. **retries** (tenacity, ours: the openai client runs with ``max_retries=0``) -- 429 (honouring
    ``retry-after-ms`` / ``Retry-After``, capped at ``max_retry_wait``), 408, 5xx, timeouts and
    connection errors, with exponential backoff and jitter, up to ``max_attempts`` attempts per
-   request. Never 400/401/403/404/422.
+   request. Never 400/401/403/404/422. A connection that cannot even be opened to an endpoint
+   that has never answered this judge is ``JudgeCallError("connection_refused")`` at once (no
+   server there: retrying only delays the message); once the endpoint has answered, it is a
+   restart and retried as ``connection``.
 4. **validation and one repair** -- the reply is parsed with pydantic; unparseable, wrong shape,
    a statement number out of range, or ``finish_reason == "length"`` triggers ONE repair request
    (the bad reply as an assistant turn plus a user turn quoting the error and restating the task).
@@ -32,7 +37,9 @@ errors are raised ``from None`` so the openai exception, whose request carries t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
+import ipaddress
 import math
 import os
 import random
@@ -46,7 +53,7 @@ import openai
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from judge_eval.cache import ResponseCache, cache_key
+from judge_eval.cache import CacheEntry, Claim, ResponseCache, cache_key
 from judge_eval.errors import ConfigError, JudgeCallError
 from judge_eval.judge.parsing import InvalidOutput, parse_answer, strict_json_schema
 from judge_eval.judge.prompts import load_prompt, render_decompose, render_judge_chunk
@@ -115,10 +122,72 @@ def _split_url(base_url: str | None) -> tuple[str, str, str]:
     return parts.scheme or "http", host, parts.path.rstrip("/")
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def _identity_host(base_url: str | None) -> str:
+    """The host of ``base_url`` as it appears in an identity: no port, no credentials,
+    lower case; every loopback or unspecified address (``localhost``, ``127.0.0.0/8``, ``::1``,
+    ``0.0.0.0``, ``::``) is ``localhost``."""
+    if not base_url:
+        return "api.openai.com"
+    parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+        return "localhost"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback or ip.is_unspecified:
+        return "localhost"
+    return f"[{host}]" if ip.version == 6 else host
+
+
 def endpoint_identity(base_url: str | None, model: str) -> str:
-    """``openai:<host[:port]>/<model>``: who judged, as recorded in results and cache rows."""
-    _, host, _ = _split_url(base_url)
-    return f"openai:{host}/{model}"
+    """``openai:<host>/<model>``: who judged, as recorded in results and cache rows (and hashed
+    into every cache key). No port, so a local server restarted on another port still finds its
+    answers; loopback addresses are all ``localhost``."""
+    return f"openai:{_identity_host(base_url)}/{model}"
+
+
+def _redact_url(url: str) -> str:
+    """``url`` without the user info (``user:password@``) of its authority."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@", r"\1***@", url)
+
+
+def _check_base_url(base_url: str) -> None:
+    """ConfigError unless ``base_url`` is ``http(s)://host[:port][/path]``."""
+    ok = not any(c.isspace() for c in base_url)
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        ok = False
+    else:
+        ok = ok and parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+    if not ok:
+        raise ConfigError(
+            "base_url must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8080/v1; "
+            f"got {_redact_url(base_url)!r}"
+        )
+
+
+def _connect_failure(exc: BaseException) -> str | None:
+    """What stopped the connection from opening, when ``exc`` (an openai APIConnectionError)
+    comes from an httpx ``ConnectError`` (refused, unreachable, unknown host); else None."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc.__cause__
+    while cur is not None and len(seen) < 20:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    if not any(type(e).__name__ == "ConnectError" for e in seen):
+        return None
+    if any(isinstance(e, ConnectionRefusedError) for e in seen):
+        return "connection refused"
+    return str(seen[0]) or type(seen[0]).__name__
 
 
 def _parse_retry_after(headers: Any) -> float | None:
@@ -204,8 +273,13 @@ class OpenAIJudge:
             raise ConfigError("max_attempts must be at least 1")
         if concurrency < 1:
             raise ConfigError("concurrency must be at least 1")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout < math.inf:
+            raise ConfigError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
         if base_url is None:
             base_url = os.environ.get("OPENAI_BASE_URL") or None
+        base_url = base_url or None
+        if base_url is not None:
+            _check_base_url(base_url)
         if api_key is None:
             api_key = os.environ.get("OPENAI_API_KEY") or None
         if api_key is None:
@@ -239,6 +313,7 @@ class OpenAIJudge:
         self._rng = random.Random()
         self._format: str | None = None
         self._confirmed = False
+        self._answered = False  # the endpoint sent an HTTP response to this judge at least once
         self._probe_open = False  # a probe failed (not on format): stop serialising tasks
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
@@ -414,9 +489,19 @@ class OpenAIJudge:
             except openai.APITimeoutError:
                 raise _Retryable("timeout", f"no answer within {self.timeout:g}s") from None
             except openai.APIConnectionError as exc:
+                refused = _connect_failure(exc)
+                if refused is not None and not self._answered:
+                    # nothing listens there (or the host is unknown): retrying only delays the news
+                    where = _redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1"
+                    raise JudgeCallError(
+                        "connection_refused",
+                        f"{self.identity}: cannot connect to {where} ({self._scrub(refused)}); is the server "
+                        "running, and is the base URL right?",
+                    ) from None
                 detail = type(exc.__cause__).__name__ if exc.__cause__ is not None else "connection error"
                 raise _Retryable("connection", f"connection failed ({detail})") from None
             except openai.APIStatusError as exc:
+                self._answered = True
                 status = int(exc.status_code)
                 text = self._scrub(self._error_text(exc))[:500]
                 retry_after = _parse_retry_after(exc.response.headers)
@@ -431,9 +516,12 @@ class OpenAIJudge:
                     raise _Retryable("server_error", f"HTTP {status}: {text}", retry_after) from None
                 raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
             except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
+                self._answered = True
                 raise _Retryable("server_error", f"bad response: {self._scrub(str(exc))[:300]}") from None
             except ValueError as exc:  # undecodable body (JSON or model validation error)
+                self._answered = True
                 raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
+            self._answered = True
         if not hasattr(completion, "choices") or not completion.choices:
             raise _Retryable("server_error", "the response has no choices")
         usage = getattr(completion, "usage", None)
@@ -525,16 +613,24 @@ class OpenAIJudge:
     ) -> JudgeResponse[Any]:
         fmt = self.current_format()
         key = cache_key(self.key_request(prompt_id, messages, fmt, model_cls, sample))
+        claim: Claim | None = None
         if self.cache is not None:
-            entry = self.cache.get(key)
-            if entry is not None:
+            values: dict[str, Any] = {}
+
+            def usable(entry: CacheEntry) -> bool:
                 try:
                     value = model_cls.model_validate(entry.response)
                     check(value)
                 except (ValueError, InvalidOutput):
-                    entry = None  # a row that no longer validates is a miss
-                else:
-                    return JudgeResponse(value=value, calls=0, cache_hit=True, saved_usage=entry.usage)
+                    return False  # a row that no longer validates is a miss
+                values[entry.key] = value
+                return True
+
+            # a hit, or our claim on the key (waiting while another process asks for it)
+            got = await self.cache.acquire(key, accept=usable)
+            if isinstance(got, CacheEntry):
+                return JudgeResponse(value=values[got.key], calls=0, cache_hit=True, saved_usage=got.usage)
+            claim = got
             if self.cache.mode == "replay":
                 raise JudgeCallError(
                     "cache_miss",
@@ -544,7 +640,8 @@ class OpenAIJudge:
 
         acct = _Account()
         try:
-            return await self._ask_server(prompt_id, messages, model_cls, sample, check, acct)
+            async with claim if claim is not None else contextlib.nullcontext():
+                return await self._ask_server(prompt_id, messages, model_cls, sample, check, acct)
         except JudgeCallError as exc:
             exc.calls, exc.usage = acct.calls, acct.usage
             raise
