@@ -227,3 +227,9 @@ def test_labels_accept_integers_and_integral_floats(tmp_path, grade):
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"id": "q", "question": "?", "labels": {"c": grade}}) + "\n")
     assert read_questions_jsonl(path)[0]["q"].labels == {"c": int(grade)}
+
+
+def test_escaped_surrogate_pair_is_one_character(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"id": "q1", "contexts": ["smile \\ud83d\\ude00"]}\n')  # a lone \ud83d would be an error
+    assert read_run_jsonl(path, "r").rankings["q1"][0].text == "smile \U0001F600"

@@ -17,6 +17,7 @@ import json
 import math
 import numbers
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -129,10 +130,36 @@ def first_line(path: PathLike) -> str | None:
 
 NESTED_TOO_DEEPLY = "invalid JSON: nested too deeply"
 
+# A JSON escape of a UTF-16 surrogate (\ud800-\udfff): a pair is one character, a lone one is not
+# text at all (it cannot be encoded as UTF-8, so it would fail later, far from the input).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _lone_surrogate(s: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in s)
+
+
+def _check_surrogates(value: Any, text: str, path: PathLike, lineno: int) -> Any:
+    """``value`` (parsed from ``text``), or an InputError naming the field that holds a lone
+    surrogate escape such as ``"\\ud800"``."""
+    if _SURROGATE_ESCAPE.search(text) is None:  # the fast path: no surrogate escape at all
+        return value
+    try:
+        field = first_path(value, _lone_surrogate)
+    except RecursionError:
+        raise InputError(NESTED_TOO_DEEPLY, path=path, line=lineno) from None
+    if field is None and not (isinstance(value, str) and _lone_surrogate(value)):
+        return value  # only surrogate pairs: proper characters
+    raise InputError(
+        "invalid JSON: a lone UTF-16 surrogate escape (\\ud800-\\udfff) is not text",
+        path=path, line=lineno,
+        field=field.encode("utf-8", "backslashreplace").decode("utf-8") if field else None,
+    )
+
 
 def _loads(text: str, path: PathLike, lineno: int) -> Any:
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError:
         raise InputError(NESTED_TOO_DEEPLY, path=path, line=lineno) from None
     except ValueError as exc:
@@ -140,6 +167,7 @@ def _loads(text: str, path: PathLike, lineno: int) -> Any:
         col = getattr(exc, "colno", None)
         where = f" (column {col})" if col is not None else ""
         raise InputError(f"invalid JSON: {msg}{where}", path=path, line=lineno) from None
+    return _check_surrogates(value, text, path, lineno)
 
 
 def iter_json_records(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -203,6 +231,7 @@ def _iter_json_array(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
                 path=path,
                 line=getattr(exc, "lineno", line_of(start)),
             ) from None
+        _check_surrogates(value, text[start:pos], path, line_of(start))
         yield line_of(start), _as_object(value, path, line_of(start))
         pos = skip_ws(pos)
         if pos < len(text) and text[pos] == ",":
