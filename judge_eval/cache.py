@@ -151,38 +151,29 @@ class CacheError(JudgeEvalError):
 
 _MOVE_ASIDE = "move it aside (or delete it) or pass another --cache"
 
+#: (words in an sqlite3 error, what to tell the user), first match wins
+_SQLITE_ADVICE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("is locked", "database is busy"),
+     "locked by another process for longer than the busy timeout ({busy:g} s); wait for that process "
+     "(or kill it) and retry, or pass another --cache"),
+    (("not a database",), "not an SQLite database, so not a judge-eval cache; {move}"),
+    (("malformed", "corrupt"),
+     "the SQLite database is corrupted ({text}); {move} (`sqlite3 FILE .recover` may save its rows)"),
+    (("readonly", "read-only"),
+     "not writable ({text}); fix its permissions, use --cache-mode replay to only read it, or pass another --cache"),
+    (("unable to open",), "cannot be opened ({text}: missing directory or no permission); pass another --cache"),
+)
+
 
 def _cache_error(path: Path, exc: BaseException, busy_timeout: float) -> CacheError:
     """The :class:`CacheError` for an sqlite3/OS error raised while using ``path``."""
     text = str(exc)
-    low = text.lower()
     if isinstance(exc, OSError) and not isinstance(exc, sqlite3.Error):
-        what = exc.strerror or text
-        return CacheError(f"cannot create its directory ({what}); pass another --cache", path=path)
-    if "is locked" in low or "database is busy" in low:
-        return CacheError(
-            f"locked by another process for longer than the busy timeout ({busy_timeout:g} s); wait for "
-            "that process (or kill it) and retry, or pass another --cache",
-            path=path,
-        )
-    if "not a database" in low:
-        return CacheError(f"not an SQLite database, so not a judge-eval cache; {_MOVE_ASIDE}", path=path)
-    if "malformed" in low or "corrupt" in low:
-        return CacheError(
-            f"the SQLite database is corrupted ({text}); {_MOVE_ASIDE} (`sqlite3 FILE .recover` may save "
-            "its rows)",
-            path=path,
-        )
-    if "readonly" in low or "read-only" in low:
-        return CacheError(
-            f"not writable ({text}); fix its permissions, use --cache-mode replay to only read it, or pass "
-            "another --cache",
-            path=path,
-        )
-    if "unable to open" in low:
-        return CacheError(
-            f"cannot be opened ({text}: missing directory or no permission); pass another --cache", path=path
-        )
+        return CacheError(f"cannot create its directory ({exc.strerror or text}); pass another --cache", path=path)
+    low = text.lower()
+    for needles, advice in _SQLITE_ADVICE:
+        if any(n in low for n in needles):
+            return CacheError(advice.format(text=text, busy=busy_timeout, move=_MOVE_ASIDE), path=path)
     return CacheError(f"SQLite error: {text}; {_MOVE_ASIDE}", path=path)
 
 
@@ -452,6 +443,19 @@ class ResponseCache:
             raise
         return conn
 
+    @staticmethod
+    @contextmanager
+    def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` (take the write lock now) ... ``COMMIT``, or ``ROLLBACK`` on error."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
     @contextmanager
     def _locked(self) -> Iterator[sqlite3.Connection]:
         """The connection under the lock; any SQLite failure becomes a :class:`CacheError`."""
@@ -577,8 +581,7 @@ class ResponseCache:
             row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
             if not self._claim_free(row, now):
                 return False
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction(db):
                 # again under the write lock: the answer may have been stored since the look above
                 entry = self._lookup(db, key, since, accept)
                 row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
@@ -588,11 +591,6 @@ class ResponseCache:
                         "INSERT OR REPLACE INTO claims(key, owner, expires) VALUES (?, ?, ?)",
                         (key, self.owner, time.time() + self.lease),
                     )
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
             if entry is not None:
                 return entry
             if won:
@@ -691,15 +689,9 @@ class ResponseCache:
             if key not in self._held:
                 db.execute(insert, row)
             else:
-                db.execute("BEGIN IMMEDIATE")
-                try:
+                with self._transaction(db):
                     db.execute(insert, row)
                     db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
                 self._held.discard(key)
             self.writes += 1
         return True
@@ -849,16 +841,10 @@ class ResponseCache:
             rows.append(self._validate_line(line, lineno, path))
         with self._locked() as db:
             before = db.total_changes
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction(db):
                 db.executemany(
                     f"INSERT OR IGNORE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
                 )
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
             return db.total_changes - before
 
     @staticmethod
