@@ -12,7 +12,7 @@ The public API::
         ks=(5, 10),
     )
     results.summary        # run x measure: mean, CI, n, n_missing (a pandas DataFrame)
-    results.write("results/")
+    judge_eval.write_results(results, "results/")
 
 Data models (:class:`Question`, :class:`Chunk`, :class:`Run`, :class:`Qrels`, :class:`Dataset`),
 loaders (``load_dataset``, ``load_run``, ``load_qrels``, ``load_questions``, ``load_corpus``),
@@ -26,15 +26,20 @@ from importlib import import_module
 from typing import Any
 
 from judge_eval.data.models import Chunk, Dataset, Qrels, Question, Run, content_id
-from judge_eval.errors import ConfigError, InputError, JudgeCallError, JudgeEvalError
+from judge_eval.errors import ConfigError, ExitCode, InputError, JudgeCallError, JudgeEvalError
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "evaluate": "judge_eval.evaluation",
-    "Results": "judge_eval.evaluation",
-    "Budget": "judge_eval.plan",
-    "Pricing": "judge_eval.plan",
+    "evaluate_labelled": "judge_eval.labelled",
+    "LabelledResults": "judge_eval.labelled",
+    "write_results": "judge_eval.report.folder",
+    "Results": "judge_eval.results",
+    "MissingReason": "judge_eval.results",
+    "Budget": "judge_eval.run",
+    "Pricing": "judge_eval.run",
+    "ErrorTolerance": "judge_eval.run",
     "load_dataset": "judge_eval.data.load",
     "load_run": "judge_eval.data.load",
     "load_qrels": "judge_eval.data.load",
@@ -51,6 +56,7 @@ __all__ = [
     "Chunk",
     "ConfigError",
     "Dataset",
+    "ExitCode",
     "InputError",
     "JudgeCallError",
     "JudgeEvalError",

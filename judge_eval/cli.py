@@ -256,8 +256,8 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
     (a rerun resumes from the cache).
     """
     from judge_eval.evaluation import evaluate
-    from judge_eval.plan import Budget, ErrorTolerance, Pricing
-    from judge_eval.report.folder import check_results_dir
+    from judge_eval.run import Budget, ErrorTolerance, Pricing
+    from judge_eval.report.folder import check_results_dir, write_results
     from judge_eval.report.summary import render_score_summary
 
     def run():
@@ -291,7 +291,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             progress=sys.stderr.isatty() if progress is None else progress,
         )
         if out:
-            results.write(out, force=force)
+            write_results(results, out, force=force)
         return results, tolerance
 
     results, tolerance = _guard(run)

@@ -1,8 +1,10 @@
 """``evaluate()``: the one call that loads a dataset, runs the judge, and computes every metric.
 
-The pipeline (DESIGN section 1): load + validate -> plan the unique judge tasks -> cache / judge ->
-verify evidence -> judged metrics (per question, run, k) + judge-labelled IR metrics + human
-labelled metrics (when labels exist) -> aggregate with bootstrap CIs -> :class:`Results`.
+Orchestration only; each stage is a module of its own (docs/design.md):
+
+    data/ (load + validate) -> plan.py (unique tasks) -> run.py (judge + cache, concurrency,
+    budgets) -> grid.py (the verdicts per run and question) -> metrics/ (judged, judge-labelled,
+    human-labelled; bootstrap CIs) -> results.py (Results) -> report/
 
 The CLI's ``judge-eval score`` only parses arguments and calls this function.
 """
@@ -13,42 +15,29 @@ import hashlib
 import json
 import os
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from judge_eval.data.load import DataWarning, load_dataset, load_qrels, load_run
-from judge_eval.data.models import Chunk, Dataset, Qrels, Question, Run
+from judge_eval.data.models import Dataset, Qrels, Run
 from judge_eval.errors import ConfigError, InputError, Interrupted
-from judge_eval.judge.evidence import VerifiedVerdict
+from judge_eval.grid import VerdictGrid
 from judge_eval.judge.prompts import load_prompt
 from judge_eval.judge.protocol import Judge
 from judge_eval.metrics.evaluate_labelled import evaluate_runs
-from judge_eval.metrics.judged import judged_question_metrics
+from judge_eval.metrics.judge_labelled import ir_measure_names, judge_labelled_frame, undefined_reasons
+from judge_eval.metrics.judged import judged_frame
 from judge_eval.metrics.labelled import check_ks
+from judge_eval.metrics.missing import MissingReason
 from judge_eval.metrics.stats import aggregate
-from judge_eval.plan import (
-    Budget,
-    ChunkTask,
-    ErrorTolerance,
-    Failure,
-    JointTask,
-    JudgeOutcome,
-    Planner,
-    Pricing,
-    joint_context,
-    run_tasks,
-)
+from judge_eval.plan import plan_tasks
+from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings
+from judge_eval.run import Budget, Pricing, Runner, run_plan
 
 PathLike = str | os.PathLike
 CacheMode = Literal["use", "refresh", "replay", "off"]
-
-#: Measures computed from the judge's grades (used as labels) and from human labels.
-IR_MEASURES: tuple[str, ...] = ("hit_rate", "precision", "recall", "mrr", "ndcg")
-JUDGE_PREFIX = "judge_"
 
 
 def default_cache_path() -> Path:
@@ -58,61 +47,6 @@ def default_cache_path() -> Path:
         return Path(env)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "judge-eval" / "responses.sqlite"
-
-
-@dataclass
-class Results:
-    """What :func:`evaluate` returns.
-
-    - ``summary``: one row per (run, measure): ``mean``, ``ci_low``, ``ci_high`` (95% bootstrap
-      over questions), ``n`` (questions with a value), ``n_missing`` (questions without one).
-    - ``per_question``: one row per (run, question), one column per measure (NaN = missing).
-    - ``missing``: why each missing value is missing: (run, question_id, measure, reason).
-    - ``verdicts``: one row per (question, chunk) the judge saw: supported statements with their
-      evidence quotes, grade, rejected claims, or the error.
-    - ``statements``: one row per (question, statement).
-    - ``info``: judge identity, prompt versions, dataset fingerprint, accounting (calls, cache
-      hits, tokens, cost, errors), settings.
-    """
-
-    summary: pd.DataFrame
-    per_question: pd.DataFrame
-    missing: pd.DataFrame
-    verdicts: pd.DataFrame
-    statements: pd.DataFrame
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def partial(self) -> bool:
-        """True when a budget stopped the judge before every task ran."""
-        return bool(self.info.get("accounting", {}).get("partial"))
-
-    def judge_failure(self, max_errors: "ErrorTolerance | str" = "5%") -> str | None:
-        """Why this result should not count as a success, or None: more failed judge tasks
-        than ``max_errors`` tolerates (an :class:`~judge_eval.plan.ErrorTolerance`, or its text
-        form ``"5%"``/``"0.05"``/``"10"``), or a budget that stopped the judge early. The CLI
-        exits 3 when this is not None."""
-        tolerance = max_errors if isinstance(max_errors, ErrorTolerance) else ErrorTolerance.parse(max_errors)
-        a = self.info.get("accounting", {})
-        errors, tasks = int(a.get("errors", 0)), int(a.get("tasks", 0))
-        problems = []
-        if tolerance.exceeded(errors, tasks):
-            causes = ", ".join(f"{c} {n}" for c, n in sorted(a.get("error_causes", {}).items()))
-            problems.append(f"{errors} of {tasks} judge tasks failed ({causes}), more than --max-errors allows "
-                            f"({tolerance}); their values are missing (missing.csv says which)")
-        if self.partial:
-            problems.append(f"a budget stopped the judge: {a.get('skipped', 0)} of {tasks} tasks were not run, "
-                            "so the result is partial")
-        return "; ".join(problems) or None
-
-    def write(self, out_dir: PathLike, *, force: bool = False) -> Path:
-        """Write the results folder (see :mod:`judge_eval.report.folder`). An earlier results
-        folder at ``out_dir`` is replaced atomically; a folder holding other files is refused
-        with a ConfigError unless ``force`` (then the result files are written into it and its
-        other files are kept). Returns the folder path."""
-        from judge_eval.report.folder import write_results
-
-        return write_results(self, Path(out_dir), force=force)
 
 
 # ----------------------------------------------------------------------------- judge setup
@@ -364,110 +298,59 @@ def evaluate(
     if not ds.runs:
         raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
     _check_texts(ds, depth)
-    planner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
+    runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
                            concurrency=concurrency, timeout=timeout, judge_id=judge_id)
 
-    chunk_tasks, joint_tasks, references = _plan(ds, ks, joint)
-    planner = Planner(judge_obj, **planner_args)  # type: ignore[arg-type]
+    plan = plan_tasks(ds, ks, joint)
+    runner = Runner(judge_obj, **runner_args)  # type: ignore[arg-type]
     try:
-        outcome = run_tasks(planner, chunk_tasks, joint_tasks, references)
+        outcome = run_plan(runner, plan)
     except KeyboardInterrupt:
         raise _interrupted(judge_obj) from None
+    grid = VerdictGrid(ds, outcome, ks, joint)
 
-    per_q, missing = _judged_frame(ds, outcome, ks, joint, useful_rule, useful_grade)
-    judge_labelled, judge_missing = _judge_labelled_frame(ds, outcome, ks, judge_relevance)
-    frames = [per_q, judge_labelled]
-    missing_frames = [missing, judge_missing]
+    judged, judged_missing = judged_frame(grid, useful_rule=useful_rule, useful_grade=useful_grade)
+    judge_labelled, judge_missing = judge_labelled_frame(grid, judge_relevance)
+    frames = [judged, judge_labelled]
+    missing_frames = [judged_missing, judge_missing]
     labels = ds.labels()
     if labels is not None and len(labels) > 0:
-        human = evaluate_runs(ds.runs, labels, measures=_ir_measure_names(ks), ks=ks,
+        human = evaluate_runs(ds.runs, labels, measures=ir_measure_names(ks), ks=ks,
                               threshold=relevance_threshold,
                               questions=[qid for qid in ds.questions if labels.for_question(qid)])
         frames.append(human)
-        missing_frames.append(_undefined_reasons(human, "undefined: no relevant human label"))
+        missing_frames.append(undefined_reasons(human, MissingReason.NO_RELEVANT_LABEL.value))
     per_question = frames[0]
     for f in frames[1:]:
         per_question = per_question.merge(f, on=["run", "question_id"], how="outer", sort=False)
     per_question = _order_rows(per_question, ds)
-    summary = aggregate(per_question, by=["run"], n_boot=n_boot, seed=seed)
-    info = {
-        "judge": {"identity": judge_obj.identity, "approximate": bool(getattr(judge_obj, "approximate", False))},
-        "prompts": {name: load_prompt(name).id for name in ("decompose", "judge_chunk")},
-        "dataset": {
-            "fingerprint": fingerprint(ds),
-            "questions": len(ds.questions),
-            "questions_with_reference": sum(1 for q in ds.questions.values() if q.reference),
-            "runs": list(ds.runs),
-            "human_labels": 0 if labels is None else len(labels),
-        },
-        "settings": {
-            "ks": ks, "samples": samples, "joint": joint, "useful_rule": useful_rule,
-            "useful_grade": useful_grade, "judge_relevance": judge_relevance,
-            "relevance_threshold": relevance_threshold, "n_boot": n_boot, "seed": seed,
-            "concurrency": concurrency, "cache_mode": cache_mode if not getattr(judge_obj, "approximate", False) else "n/a",
-            "budget": {"max_calls": budget.max_calls, "max_tokens": budget.max_tokens, "max_cost": budget.max_cost},
-            "pricing": {"input_per_million": pricing.input_per_million, "output_per_million": pricing.output_per_million},
-        },
-        "accounting": outcome.accounting.as_dict(),
-    }
+    approximate = bool(getattr(judge_obj, "approximate", False))
     return Results(
-        summary=summary,
+        summary=aggregate(per_question, by=["run"], n_boot=n_boot, seed=seed),
         per_question=per_question,
-        missing=pd.concat(missing_frames, ignore_index=True) if missing_frames else _empty_missing(),
-        verdicts=_verdict_frame(ds, outcome, depth),
-        statements=_statement_frame(ds, outcome),
-        info=info,
+        missing=pd.concat(missing_frames, ignore_index=True),
+        verdicts=grid.verdict_frame(),
+        statements=grid.statement_frame(),
+        judge=JudgeInfo(identity=judge_obj.identity, approximate=approximate),
+        prompts={name: load_prompt(name).id for name in ("decompose", "judge_chunk")},
+        dataset=DatasetInfo(
+            fingerprint=fingerprint(ds),
+            questions=len(ds.questions),
+            questions_with_reference=sum(1 for q in ds.questions.values() if q.reference),
+            runs=list(ds.runs),
+            human_labels=0 if labels is None else len(labels),
+        ),
+        settings=Settings(
+            ks=ks, samples=samples, joint=joint, useful_rule=useful_rule, useful_grade=useful_grade,
+            judge_relevance=judge_relevance, relevance_threshold=relevance_threshold, n_boot=n_boot, seed=seed,
+            concurrency=concurrency, cache_mode="n/a" if approximate else cache_mode,
+            budget={"max_calls": budget.max_calls, "max_tokens": budget.max_tokens, "max_cost": budget.max_cost},
+            pricing={"input_per_million": pricing.input_per_million,
+                     "output_per_million": pricing.output_per_million},
+        ),
+        accounting=outcome.accounting,
     )
-
-
-def _chunk_task(q: Question, chunk: Chunk) -> ChunkTask:
-    """The judge task for one chunk of a ranking for question ``q``."""
-    return ChunkTask(q.question, q.reference or "", chunk.text or "")
-
-
-def _joint_task(q: Question, chunks: Sequence[Chunk], k: int) -> JointTask:
-    """The joint-recall task for the top ``k`` chunks of a ranking for question ``q``."""
-    return JointTask(q.question, q.reference or "", joint_context([c.text or "" for c in chunks[:k]]))
-
-
-def _plan(ds: Dataset, ks: Sequence[int], joint: bool) -> tuple[list[ChunkTask], list[JointTask], list[str]]:
-    """Every judge task the metrics need (duplicates are removed by the planner)."""
-    depth = ks[-1]
-    chunk_tasks: list[ChunkTask] = []
-    joint_tasks: list[JointTask] = []
-    for run in ds.runs.values():
-        for qid, chunks in run.rankings.items():
-            q = ds.questions[qid]
-            if not q.reference:
-                continue
-            chunk_tasks.extend(_chunk_task(q, c) for c in chunks[:depth])
-            if joint:
-                joint_tasks.extend(_joint_task(q, chunks, k) for k in ks)
-    references = [q.reference for q in ds.questions.values() if q.reference]
-    return chunk_tasks, joint_tasks, references
-
-
-def _ir_measure_names(ks: Sequence[int]) -> list[str]:
-    names: list[str] = []
-    for m in IR_MEASURES:
-        if m == "mrr":
-            names.append(f"mrr@{ks[-1]}")
-        else:
-            names.extend(f"{m}@{k}" for k in ks)
-    return names
-
-
-def _empty_missing() -> pd.DataFrame:
-    return pd.DataFrame(columns=["run", "question_id", "measure", "reason"])
-
-
-def _undefined_reasons(frame: pd.DataFrame, reason: str) -> pd.DataFrame:
-    cols = [c for c in frame.columns if c not in ("run", "question_id")]
-    long = frame.melt(id_vars=["run", "question_id"], value_vars=cols, var_name="measure")
-    long = long[long["value"].isna()].drop(columns="value")
-    long["reason"] = reason
-    return long.reset_index(drop=True)
 
 
 def _order_rows(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
@@ -475,153 +358,3 @@ def _order_rows(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
     q_order = {qid: i for i, qid in enumerate(ds.questions)}
     key = frame["run"].map(run_order).fillna(len(run_order)) * (len(q_order) + 1) + frame["question_id"].map(q_order).fillna(len(q_order))
     return frame.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k").reset_index(drop=True)
-
-
-def _failure_reason(f: Failure) -> str:
-    return "budget" if f.cause == "budget" else "judge_error"
-
-
-def _judged_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int], joint: bool,
-                  useful_rule: str, useful_grade: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    depth = ks[-1]
-    rows: list[dict[str, Any]] = []
-    missing: list[dict[str, Any]] = []
-    for name, run in ds.runs.items():
-        for qid, q in ds.questions.items():
-            # A question the run has no ranking for is scored as an empty ranking (trec_eval -c),
-            # as the labelled metrics do: leaving it out would flatter a run that skips questions.
-            chunks = run.rankings.get(qid, [])[:depth]
-            row: dict[str, Any] = {"run": name, "question_id": qid}
-            if not q.reference:
-                result = judged_question_metrics(None, [], ks, no_reference=True)
-                failures: list[Failure] = []
-            else:
-                st = outcome.statements.get(q.reference)
-                n_statements = len(st) if isinstance(st, list) else None
-                failures = [st] if isinstance(st, Failure) else []
-                verdicts: list[VerifiedVerdict | None] = []
-                for c in chunks:
-                    v = outcome.verdicts[_chunk_task(q, c)]
-                    if isinstance(v, Failure):
-                        failures.append(v)
-                        verdicts.append(None)
-                    else:
-                        verdicts.append(v)
-                joint_verdicts = None
-                if joint:
-                    joint_verdicts = {}
-                    for k in ks:
-                        jv = outcome.joint[_joint_task(q, chunks, k)]
-                        if isinstance(jv, Failure):
-                            failures.append(jv)
-                            joint_verdicts[k] = None
-                        else:
-                            joint_verdicts[k] = jv
-                result = judged_question_metrics(
-                    n_statements, verdicts, ks, useful_rule=useful_rule, grade_threshold=useful_grade,
-                    joint_verdicts=joint_verdicts,
-                )
-            # A budget-skipped task is "not judged", not a judge error: say so.
-            only_budget = bool(failures) and all(f.cause == "budget" for f in failures)
-            for measure, value in result.values.items():
-                row[measure] = np.nan if value is None else value
-            for measure, reason in result.missing.items():
-                if reason == "judge_error" and only_budget:
-                    reason = "budget"
-                elif reason == "judge_error":
-                    causes = sorted({f.cause for f in failures if f.cause != "budget"})
-                    reason = "judge_error:" + ",".join(causes) if causes else reason
-                missing.append({"run": name, "question_id": qid, "measure": measure, "reason": reason})
-            rows.append(row)
-    frame = pd.DataFrame(rows)
-    return frame, pd.DataFrame(missing, columns=["run", "question_id", "measure", "reason"])
-
-
-def _judge_labelled_frame(ds: Dataset, outcome: JudgeOutcome, ks: Sequence[int],
-                          judge_relevance: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The judge's grades as labels over the judged pool, scored with the labelled measures."""
-    depth = ks[-1]
-    grades: dict[str, dict[str, int]] = {}
-    failed: dict[str, set[str]] = {}
-    truncated = {name: Run(name=name, rankings={qid: chunks[:depth] for qid, chunks in run.rankings.items()
-                                               if qid in ds.questions})
-                 for name, run in ds.runs.items()}
-    for run in truncated.values():
-        for qid, chunks in run.rankings.items():
-            q = ds.questions[qid]
-            if not q.reference:
-                continue
-            for c in chunks:
-                v = outcome.verdicts[_chunk_task(q, c)]
-                if isinstance(v, Failure):
-                    failed.setdefault(qid, set()).add(_failure_reason(v))
-                else:
-                    grades.setdefault(qid, {})[c.id] = v.capped_grade
-    qids = [qid for qid, q in ds.questions.items() if q.reference]
-    frame = evaluate_runs(truncated, Qrels(grades=grades), measures=_ir_measure_names(ks), ks=ks,
-                          threshold=judge_relevance, questions=qids)
-    measure_cols = [c for c in frame.columns if c not in ("run", "question_id")]
-    missing: list[dict[str, Any]] = []
-    for i, qid in enumerate(frame["question_id"]):
-        if qid in failed:
-            reason = "budget" if failed[qid] == {"budget"} else "judge_error"
-            frame.loc[i, measure_cols] = np.nan
-            for m in measure_cols:
-                missing.append({"run": frame.loc[i, "run"], "question_id": qid, "measure": JUDGE_PREFIX + m,
-                                "reason": reason + " (in the judged pool)"})
-    # No relevant chunk in the whole judged pool: every run missed, so hit rate and RR are 0
-    # (with human labels such a question is left out instead: nothing relevant is known to exist).
-    for col in measure_cols:
-        if col.split("@")[0] in ("hit_rate", "mrr"):
-            empty_pool = frame[col].isna() & ~frame["question_id"].isin(list(failed))
-            frame.loc[empty_pool, col] = 0.0
-    undefined = _undefined_reasons(frame, "undefined: no chunk in the judged pool is relevant")
-    undefined = undefined[~undefined["question_id"].isin(list(failed))].copy()
-    undefined["measure"] = JUDGE_PREFIX + undefined["measure"]
-    frame = frame.rename(columns={c: JUDGE_PREFIX + c for c in measure_cols})
-    missing_frame = pd.concat([pd.DataFrame(missing, columns=["run", "question_id", "measure", "reason"]), undefined],
-                              ignore_index=True)
-    return frame, missing_frame
-
-
-def _verdict_frame(ds: Dataset, outcome: JudgeOutcome, depth: int) -> pd.DataFrame:
-    """One row per unique (question, chunk) judged, with the runs and ranks that returned it."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for name, run in ds.runs.items():
-        for qid, chunks in run.rankings.items():
-            q = ds.questions.get(qid)
-            if q is None or not q.reference:
-                continue
-            for rank, c in enumerate(chunks[:depth], start=1):
-                key = (qid, c.id)
-                if key in rows:
-                    rows[key]["runs"][name] = rank
-                    continue
-                v = outcome.verdicts[_chunk_task(q, c)]
-                row: dict[str, Any] = {"question_id": qid, "chunk_id": c.id, "runs": {name: rank}}
-                if isinstance(v, Failure):
-                    row.update(error=v.cause, error_message=v.message, grade=None, supported=[], evidence={},
-                               unverified=0, invalid_statement=0, reason=None)
-                else:
-                    row.update(error=None, error_message=None, grade=v.grade, capped_grade=v.capped_grade,
-                               supported=sorted(i + 1 for i in v.supported),
-                               evidence={str(i + 1): quote for i, quote in sorted(v.evidence.items())},
-                               unverified=v.unverified, invalid_statement=v.invalid_statement, reason=v.reason,
-                               rejected=[{"statement": r.statement, "evidence": r.evidence, "cause": r.cause}
-                                         for r in v.rejected])
-                rows[key] = row
-    return pd.DataFrame(list(rows.values()))
-
-
-def _statement_frame(ds: Dataset, outcome: JudgeOutcome) -> pd.DataFrame:
-    rows = []
-    for qid, q in ds.questions.items():
-        if not q.reference or q.reference not in outcome.statements:
-            continue
-        st = outcome.statements[q.reference]
-        if isinstance(st, Failure):
-            rows.append({"question_id": qid, "statement": None, "text": None, "error": st.cause})
-        else:
-            for i, s in enumerate(st, start=1):
-                rows.append({"question_id": qid, "statement": i, "text": s, "error": None})
-    return pd.DataFrame(rows, columns=["question_id", "statement", "text", "error"])

@@ -1,41 +1,32 @@
-"""Plan and run the judge work: the set of unique tasks over all runs, with bounded concurrency.
+"""Plan the judge work: which unique tasks a dataset and its cutoffs need. Nothing is run here.
 
 The unit of judge work is a *task*, not a sample:
 
-- one :class:`DecomposeTask` per unique reference text;
-- one :class:`ChunkTask` per unique (question text, reference text, chunk text): a chunk that two
-  retrievers both returned for the same question is judged once;
-- optionally one :class:`JointTask` per unique (question, reference, concatenated top-k context),
-  for the joint variant of context recall.
+- one decomposition per unique reference text (a question without a reference needs none);
+- one :class:`ChunkTask` per unique (question text, reference text, chunk text) among the top
+  ``max(k)`` chunks of every ranking: a chunk that two retrievers both returned for the same
+  question is judged once;
+- optionally one :class:`JointTask` per unique (question, reference, concatenated top-k
+  context), for the joint variant of context recall.
 
-Tasks run as soon as their reference is decomposed, at most ``concurrency`` at a time. Budgets
-(``max_calls``, ``max_tokens``, ``max_cost``) are checked before each task starts: once one is
-reached no new call is scheduled, in-flight calls finish, and the remaining tasks are reported as
-skipped (reason ``budget``) and the result is marked partial. A task whose judge call fails after
-its retries is an error with its cause; it is never turned into a default answer.
+:func:`chunk_task` and :func:`joint_task` are the only places that derive a task from a question
+and its chunks; the grid (:mod:`judge_eval.grid`) uses them to read the outcomes back.
 """
 
 from __future__ import annotations
 
-import asyncio
-import math
-import sys
-from collections import Counter
-from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Sequence
 
-from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
-from judge_eval.judge.evidence import VerifiedVerdict, verify
-from judge_eval.judge.protocol import ChunkVerdict, Judge, Usage
+from judge_eval.data.models import Chunk, Dataset, Question
 
-
-@dataclass(frozen=True)
-class DecomposeTask:
-    reference: str
+__all__ = ["ChunkTask", "JointTask", "Plan", "chunk_task", "joint_context", "joint_task", "plan_tasks"]
 
 
 @dataclass(frozen=True)
 class ChunkTask:
+    """Judge one chunk for a question and the statements of its reference."""
+
     question: str
     reference: str
     chunk: str
@@ -58,380 +49,53 @@ def joint_context(chunks: Sequence[str]) -> str:
     return JOINT_SEPARATOR.join(chunks)
 
 
-@dataclass(frozen=True)
-class Pricing:
-    """Price in USD per million tokens (prompt and completion), used for cost accounting."""
+def chunk_task(q: Question, chunk: Chunk) -> ChunkTask:
+    """The judge task for one chunk of a ranking for question ``q``."""
+    return ChunkTask(q.question, q.reference or "", chunk.text or "")
 
-    input_per_million: float = 0.0
-    output_per_million: float = 0.0
 
-    def __post_init__(self) -> None:
-        for option, value in (("--price-in", self.input_per_million), ("--price-out", self.output_per_million)):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ConfigError(f"must be a finite number >= 0 (USD per million tokens), got {value!r}",
-                                  option=option)
-
-    def cost(self, usage: Usage) -> float:
-        return (
-            usage.prompt_tokens * self.input_per_million
-            + usage.completion_tokens * self.output_per_million
-        ) / 1e6
+def joint_task(q: Question, chunks: Sequence[Chunk], k: int) -> JointTask:
+    """The joint-recall task for the top ``k`` chunks of a ranking for question ``q``."""
+    return JointTask(q.question, q.reference or "", joint_context([c.text or "" for c in chunks[:k]]))
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Limits on new work; ``None`` means unlimited, 0 means no judge call at all."""
+class Plan:
+    """The unique tasks, in first-seen order: ``references`` to decompose (every reference of
+    the data, ranked or not: a question no run ranked still needs its statement count), then
+    ``chunk_tasks`` and ``joint_tasks``. ``size`` is the number of tasks."""
 
-    max_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-
-    def __post_init__(self) -> None:
-        for option, value, integer in (("--max-calls", self.max_calls, True), ("--max-tokens", self.max_tokens, True),
-                                       ("--max-cost", self.max_cost, False)):
-            if value is None:
-                continue
-            ok = (isinstance(value, int) and not isinstance(value, bool)) if integer else (
-                isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value))
-            if not ok or value < 0:
-                kind = "an integer" if integer else "a finite number"
-                raise ConfigError(f"must be {kind} >= 0, got {value!r}", option=option)
-
-
-#: Judge error causes that mean the endpoint will refuse every call (wrong key, no such model or
-#: path, nothing listening): the first one stops the run, instead of paying for retries of
-#: every remaining task.
-FATAL_CAUSES = frozenset({"http_401", "http_403", "http_404", "connection_refused"})
-
-
-@dataclass(frozen=True)
-class ErrorTolerance:
-    """How many failed judge tasks a run tolerates before it counts as failed (``--max-errors``).
-
-    ``share``: failed / all tasks may be at most this (0 <= share <= 1); ``count``: at most this
-    many failed tasks. Budget-skipped tasks are not errors (a budget has its own signal).
-    """
-
-    share: float | None = 0.05
-    count: int | None = None
+    references: list[str] = field(default_factory=list)
+    chunk_tasks: list[ChunkTask] = field(default_factory=list)
+    joint_tasks: list[JointTask] = field(default_factory=list)
 
     @classmethod
-    def parse(cls, text: str) -> "ErrorTolerance":
-        """``"5%"`` or ``"0.05"`` -> a share; ``"0"``, ``"10"`` -> a count (a whole number)."""
-        raw = str(text).strip()
-        try:
-            if raw.endswith("%"):
-                value = float(raw[:-1]) / 100
-                is_share = True
-            elif raw.isdigit():
-                return cls(share=None, count=int(raw))
-            else:
-                value = float(raw)
-                is_share = True
-        except ValueError:
-            value, is_share = math.nan, True
-        if not (is_share and math.isfinite(value) and 0 <= value <= 1):
-            raise ConfigError(f"{text!r} is neither a share (0.05 or 5%, at most 100%) nor a whole number "
-                              "of failed tasks (e.g. 10)", option="--max-errors")
-        return cls(share=value, count=None)
-
-    def exceeded(self, errors: int, tasks: int) -> bool:
-        """True when ``errors`` failed tasks out of ``tasks`` are more than tolerated."""
-        if self.count is not None:
-            return errors > self.count
-        return tasks > 0 and errors / tasks > (self.share if self.share is not None else 1.0)
-
-    def __str__(self) -> str:
-        if self.count is not None:
-            return f"{self.count} failed task{'s' * (self.count != 1)}"
-        return f"{(self.share or 0) * 100:g}% of the tasks"
-
-
-@dataclass
-class Accounting:
-    """What the judge work cost. ``calls`` are HTTP requests actually sent (retries and repair
-    requests included); ``cache_hits`` are tasks answered from the cache without a call;
-    ``saved_tokens`` are the tokens those hits would have cost."""
-
-    tasks: int = 0
-    done: int = 0
-    calls: int = 0
-    cache_hits: int = 0
-    errors: int = 0
-    skipped: int = 0
-    unverified_evidence: int = 0
-    invalid_statement: int = 0
-    usage: Usage = field(default_factory=Usage)
-    saved_usage: Usage = field(default_factory=Usage)
-    cost: float = 0.0
-    error_causes: Counter = field(default_factory=Counter)
+    def of(cls, chunk_tasks: Sequence[ChunkTask], joint_tasks: Sequence[JointTask] = (),
+           references: Sequence[str] = ()) -> "Plan":
+        """A plan from task lists that may repeat: duplicates are removed, and every task's
+        reference is added to ``references``."""
+        chunks = list(dict.fromkeys(chunk_tasks))
+        joints = list(dict.fromkeys(joint_tasks))
+        refs = list(dict.fromkeys([*references, *(t.reference for t in [*chunks, *joints])]))
+        return cls(refs, chunks, joints)
 
     @property
-    def partial(self) -> bool:
-        """True when a budget stopped the work before every task ran."""
-        return self.skipped > 0
-
-    def as_dict(self) -> dict:
-        return {
-            "tasks": self.tasks,
-            "done": self.done,
-            "calls": self.calls,
-            "cache_hits": self.cache_hits,
-            "errors": self.errors,
-            "error_causes": dict(self.error_causes),
-            "skipped": self.skipped,
-            "partial": self.partial,
-            "unverified_evidence": self.unverified_evidence,
-            "invalid_statement": self.invalid_statement,
-            "prompt_tokens": self.usage.prompt_tokens,
-            "completion_tokens": self.usage.completion_tokens,
-            "total_tokens": self.usage.total_tokens,
-            "saved_tokens": self.saved_usage.total_tokens,
-            "cost_usd": round(self.cost, 6),
-        }
+    def size(self) -> int:
+        return len(self.references) + len(self.chunk_tasks) + len(self.joint_tasks)
 
 
-@dataclass(frozen=True)
-class Failure:
-    """Why a task has no answer: ``cause`` is e.g. ``timeout``, ``invalid_output``,
-    ``budget`` (skipped), ``no_statements_task`` (its decomposition failed)."""
-
-    cause: str
-    message: str
-
-
-@dataclass
-class JudgeOutcome:
-    """Everything the judge produced, keyed by task."""
-
-    statements: dict[str, list[str] | Failure] = field(default_factory=dict)
-    verdicts: dict[ChunkTask, VerifiedVerdict | Failure] = field(default_factory=dict)
-    raw_verdicts: dict[ChunkTask, list[ChunkVerdict]] = field(default_factory=dict)
-    joint: dict[JointTask, VerifiedVerdict | Failure] = field(default_factory=dict)
-    accounting: Accounting = field(default_factory=Accounting)
-
-
-def vote(verdicts: Sequence[VerifiedVerdict]) -> VerifiedVerdict:
-    """Majority vote over samples of one task.
-
-    A statement counts as supported when more than half of the samples support it with verified
-    evidence (the evidence quoted is the first sample's that supported it); the grade is the
-    lower median of the samples' grades; the reason is the first sample's. Rejected claims and
-    their counts are summed over samples. One sample is returned unchanged.
-    """
-    if len(verdicts) == 1:
-        return verdicts[0]
-    n = len(verdicts)
-    counts: Counter[int] = Counter(i for v in verdicts for i in v.supported)
-    supported = frozenset(i for i, c in counts.items() if c * 2 > n)
-    evidence: dict[int, str] = {}
-    for v in verdicts:
-        for i, quote in v.evidence.items():
-            if i in supported and i not in evidence:
-                evidence[i] = quote
-    grades = sorted(v.grade for v in verdicts)
-    return replace(
-        verdicts[0],
-        supported=supported,
-        grade=grades[(n - 1) // 2],
-        evidence=evidence,
-        fuzzy=frozenset(i for i in supported if any(i in v.fuzzy for v in verdicts)),
-        unverified=sum(v.unverified for v in verdicts),
-        invalid_statement=sum(v.invalid_statement for v in verdicts),
-        duplicates=sum(v.duplicates for v in verdicts),
-        rejected=tuple(r for v in verdicts for r in v.rejected),
-    )
-
-
-class _Progress:
-    """A tqdm bar on stderr (done/total, cache hits, errors, tokens); silent when disabled."""
-
-    def __init__(self, total: int, enabled: bool, acct: Accounting) -> None:
-        self.acct = acct
-        self.bar = None
-        if enabled and total:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, desc="judging", unit="task", file=sys.stderr, leave=True)
-
-    def update(self) -> None:
-        if self.bar is not None:
-            a = self.acct
-            self.bar.set_postfix(
-                hits=a.cache_hits, errors=a.errors, tokens=a.usage.total_tokens, refresh=False
-            )
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-class Planner:
-    """Runs a set of tasks through a judge. Use :meth:`run` (async) or :func:`run_tasks`."""
-
-    def __init__(
-        self,
-        judge: Judge,
-        *,
-        concurrency: int = 8,
-        samples: int = 1,
-        budget: Budget = Budget(),
-        pricing: Pricing = Pricing(),
-        progress: bool = False,
-    ) -> None:
-        for option, value in (("--samples", samples), ("--concurrency", concurrency)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"must be an integer >= 1, got {value!r}", option=option)
-        self.judge = judge
-        self.concurrency = concurrency
-        self.samples = samples
-        self.budget = budget
-        self.pricing = pricing
-        self.progress = progress
-
-    # -- budget --------------------------------------------------------------------------
-    def _budget_reached(self, acct: Accounting) -> bool:
-        b = self.budget
-        return (
-            (b.max_calls is not None and acct.calls >= b.max_calls)
-            or (b.max_tokens is not None and acct.usage.total_tokens >= b.max_tokens)
-            or (b.max_cost is not None and acct.cost >= b.max_cost)
-        )
-
-    def _account(self, acct: Accounting, calls: int, usage: Usage, saved: Usage = Usage()) -> None:
-        """Add what one task spent (failed tasks spend too) and what a cache hit saved."""
-        acct.calls += calls
-        acct.usage = acct.usage + usage
-        acct.saved_usage = acct.saved_usage + saved
-        acct.cost += self.pricing.cost(usage)
-
-    # -- running -------------------------------------------------------------------------
-    async def run(
-        self,
-        chunk_tasks: Iterable[ChunkTask],
-        joint_tasks: Iterable[JointTask] = (),
-        references: Iterable[str] = (),
-    ) -> JudgeOutcome:
-        """Decompose every reference the tasks need (and the extra ``references``: a question
-        that no run ranked still needs its statement count), then judge every task, each
-        exactly once."""
-        chunk_tasks = list(dict.fromkeys(chunk_tasks))
-        joint_tasks = list(dict.fromkeys(joint_tasks))
-        references = list(dict.fromkeys([*references, *(t.reference for t in chunk_tasks + joint_tasks)]))
-        by_reference: dict[str, list[ChunkTask | JointTask]] = {r: [] for r in references}
-        for t in [*chunk_tasks, *joint_tasks]:
-            by_reference[t.reference].append(t)
-
-        out = JudgeOutcome()
-        acct = out.accounting
-        acct.tasks = len(references) + len(chunk_tasks) + len(joint_tasks)
-        gate = asyncio.Semaphore(self.concurrency)
-        bar = _Progress(acct.tasks, self.progress, acct)
-
-        fatal: list[JudgeCallError] = []
-
-        async def call(make):
-            """Run one judge call under the gate, or return a Failure (budget / error)."""
-            async with gate:
-                if fatal:
-                    acct.skipped += 1
-                    return Failure("aborted", f"not run: the judge endpoint failed ({fatal[0].cause})")
-                if self._budget_reached(acct):
-                    acct.skipped += 1
-                    return Failure("budget", "not run: a --max-calls/--max-tokens/--max-cost budget was reached")
-                try:
-                    resp = await make()
-                except JudgeCallError as exc:
-                    acct.errors += 1
-                    acct.error_causes[exc.cause] += 1
-                    self._account(acct, exc.calls, exc.usage or Usage())
-                    if exc.cause in FATAL_CAUSES:
-                        fatal.append(exc)
-                    return Failure(exc.cause, exc.message)
-                self._account(acct, resp.calls, resp.usage, resp.saved_usage)
-                if resp.cache_hit:
-                    acct.cache_hits += 1
-                return resp
-
-        async def judge_one(task: ChunkTask | JointTask, statements: list[str]) -> None:
-            text = task.chunk if isinstance(task, ChunkTask) else task.context
-            verified: list[VerifiedVerdict] = []
-            raw: list[ChunkVerdict] = []
-            result: VerifiedVerdict | Failure | None = None
-            for sample in range(self.samples):
-                resp = await call(
-                    lambda sample=sample: self.judge.judge_chunk(task.question, statements, text, sample=sample)
-                )
-                if isinstance(resp, Failure):
-                    result = resp
-                    break
-                raw.append(resp.value)
-                verified.append(verify(resp.value, text, len(statements)))
-            if result is None:
-                result = vote(verified)
-                acct.unverified_evidence += result.unverified
-                acct.invalid_statement += result.invalid_statement
-                acct.done += 1
-            if isinstance(task, ChunkTask):
-                out.verdicts[task] = result
-                out.raw_verdicts[task] = raw
-            else:
-                out.joint[task] = result
-            bar.update()
-
-        async def reference_pipeline(reference: str) -> None:
-            resp = await call(lambda: self.judge.decompose(reference))
-            if isinstance(resp, Failure):
-                out.statements[reference] = resp
-                bar.update()
-                # The tasks that needed these statements cannot run: skipped with the budget,
-                # else errors of their own (cause decompose_failed), so done + errors + skipped
-                # always adds up to the number of tasks.
-                skipped = resp.cause in ("budget", "aborted")
-                failed = Failure(
-                    resp.cause if skipped else "decompose_failed",
-                    f"the reference answer could not be decomposed ({resp.cause})",
-                )
-                for t in by_reference[reference]:
-                    if isinstance(t, ChunkTask):
-                        out.verdicts[t] = failed
-                    else:
-                        out.joint[t] = failed
-                    if skipped:
-                        acct.skipped += 1
-                    else:
-                        acct.errors += 1
-                        acct.error_causes["decompose_failed"] += 1
-                    bar.update()
-                return
-            statements = resp.value.statements
-            out.statements[reference] = statements
-            acct.done += 1
-            bar.update()
-            await asyncio.gather(*(judge_one(t, statements) for t in by_reference[reference]))
-
-        try:
-            await asyncio.gather(*(reference_pipeline(r) for r in references))
-        finally:
-            bar.close()
-        if fatal:
-            exc = fatal[0]
-            raise JudgeUnavailableError(
-                exc.cause,
-                f"the judge refused the run or could not be reached ({exc.cause}): {exc.message.rstrip('.')} "
-                f"-- stopped after {acct.calls} call{'s' * (acct.calls != 1)}, {acct.tasks - acct.done} of "
-                f"{acct.tasks} tasks not judged. Check the base URL, the model name and OPENAI_API_KEY.",
-                accounting=acct.as_dict(),
-            )
-        return out
-
-
-def run_tasks(
-    planner: Planner,
-    chunk_tasks: Iterable[ChunkTask],
-    joint_tasks: Iterable[JointTask] = (),
-    references: Iterable[str] = (),
-) -> JudgeOutcome:
-    """Synchronous wrapper around :meth:`Planner.run`."""
-    return asyncio.run(planner.run(chunk_tasks, joint_tasks, references))
+def plan_tasks(ds: Dataset, ks: Sequence[int], joint: bool = False) -> Plan:
+    """Every judge task the metrics of ``ds`` at cutoffs ``ks`` need (``ks`` sorted ascending)."""
+    depth = ks[-1]
+    chunk_tasks: list[ChunkTask] = []
+    joint_tasks: list[JointTask] = []
+    for run in ds.runs.values():
+        for qid, chunks in run.rankings.items():
+            q = ds.questions[qid]
+            if not q.reference:
+                continue
+            chunk_tasks.extend(chunk_task(q, c) for c in chunks[:depth])
+            if joint:
+                joint_tasks.extend(joint_task(q, chunks, k) for k in ks)
+    references = [q.reference for q in ds.questions.values() if q.reference]
+    return Plan.of(chunk_tasks, joint_tasks, references)

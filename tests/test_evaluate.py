@@ -84,7 +84,7 @@ def test_unknown_question_in_a_run_is_left_out_with_a_warning_or_refused_when_st
     ("--price-in", {"pricing": "in"}),
 ])
 def test_nonsense_settings_are_config_errors_naming_the_option(option, kwargs) -> None:
-    from judge_eval.plan import Budget, Pricing
+    from judge_eval.run import Budget, Pricing
 
     with pytest.raises(ConfigError, match=f"^{option}: "):
         if kwargs.get("budget"):

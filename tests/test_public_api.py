@@ -33,7 +33,7 @@ def test_evaluate_from_trec_files_returns_dataframes(tmp_path: Path) -> None:
     assert means["context_recall@5"] == pytest.approx(2 / 3)
     assert means["recall@5"] == pytest.approx(2 / 3)
     assert list(results.per_question["run"]) == ["dense"]
-    out = results.write(tmp_path / "res")
+    out = judge_eval.write_results(results, tmp_path / "res")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["approximate"] is True
     assert summary["dataset"]["fingerprint"] == results.info["dataset"]["fingerprint"]

@@ -14,7 +14,7 @@ from judge_eval.cache import ResponseCache
 from judge_eval.errors import ConfigError
 from judge_eval.evaluation import evaluate
 from judge_eval.judge.openai_judge import OpenAIJudge
-from judge_eval.plan import Budget
+from judge_eval.run import Budget
 from judge_eval.testing.scripted_server import Fault, ScriptedServer
 
 from judge_helpers import (
@@ -284,7 +284,7 @@ def test_joint_recall_judges_the_concatenated_context(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("budget_kw", [{"max_tokens": 2000}, {"max_cost": 0.002}])
 def test_token_and_cost_budgets(budget_kw, mini, tmp_path: Path) -> None:
-    from judge_eval.plan import Pricing
+    from judge_eval.run import Pricing
 
     ds, scenario = mini
     with ScriptedServer(scenario) as server:

@@ -23,9 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
 
 from judge_eval.judge.evidence import VerifiedVerdict
+from judge_eval.metrics.missing import MissingReason as Reason
+
+if TYPE_CHECKING:
+    from judge_eval.grid import VerdictGrid
 
 __all__ = [
     "JudgedQuestionMetrics",
@@ -35,6 +42,7 @@ __all__ = [
     "context_recall",
     "is_useful",
     "joint_context_recall",
+    "judged_frame",
     "judged_question_metrics",
 ]
 
@@ -212,3 +220,50 @@ def judged_question_metrics(
                 joint = joint_context_recall(n_statements, jv.supported)
             put(f"joint_context_recall@{k}", joint, reason)
     return out
+
+
+MISSING_COLUMNS = ["run", "question_id", "measure", "reason"]
+
+
+def judged_frame(grid: "VerdictGrid", *, useful_rule: UsefulRule = "support",
+                 useful_grade: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Judged metrics for every (run, question) of ``grid``: one row per (run, question) with
+    ``context_recall@k``, ``context_precision@k`` (and ``joint_context_recall@k`` when the grid
+    has joint verdicts), and the missing values with their reasons (``run``, ``question_id``,
+    ``measure``, ``reason``).
+
+    A question the run has no ranking for is scored as an empty ranking (trec_eval -c), as the
+    labelled metrics do: leaving it out would flatter a run that skips questions. A value whose
+    judge calls were only skipped by a budget is ``budget``, not ``judge_error``; a judge error
+    names its causes (``judge_error:timeout,http_500``).
+    """
+    rows: list[dict] = []
+    missing: list[dict] = []
+    for row in grid:
+        out: dict = {"run": row.run, "question_id": row.question_id}
+        if not row.has_reference:
+            result = judged_question_metrics(None, [], grid.ks, no_reference=True)
+        else:
+            n_statements = len(row.statements) if isinstance(row.statements, list) else None
+            verdicts = [c.verdict if c.failure is None else None for c in row.cells]
+            joint_verdicts = None
+            if row.joint is not None:
+                joint_verdicts = {k: (v if isinstance(v, VerifiedVerdict) else None) for k, v in row.joint.items()}
+            result = judged_question_metrics(
+                n_statements, verdicts, grid.ks, useful_rule=useful_rule, grade_threshold=useful_grade,  # type: ignore[arg-type]
+                joint_verdicts=joint_verdicts,
+            )
+        failures = row.failures
+        only_budget = bool(failures) and all(f.cause == "budget" for f in failures)
+        for measure, value in result.values.items():
+            out[measure] = np.nan if value is None else value
+        for measure, reason in result.missing.items():
+            text = Reason(reason).value
+            if reason == "judge_error" and only_budget:
+                text = Reason.BUDGET.value
+            elif reason == "judge_error":
+                causes = sorted({f.cause for f in failures if f.cause != "budget"})
+                text = "judge_error:" + ",".join(causes) if causes else text
+            missing.append({"run": row.run, "question_id": row.question_id, "measure": measure, "reason": text})
+        rows.append(out)
+    return pd.DataFrame(rows), pd.DataFrame(missing, columns=MISSING_COLUMNS)

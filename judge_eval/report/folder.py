@@ -28,7 +28,7 @@ from judge_eval.report.summary import accounting_line
 from judge_eval.report.tables import records, render_by_measure, wide
 
 if TYPE_CHECKING:
-    from judge_eval.evaluation import Results
+    from judge_eval.results import Results
 
 
 def _clean(value: Any) -> Any:

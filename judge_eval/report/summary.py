@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from judge_eval.report.tables import missing_note, records, render_by_measure
 
 if TYPE_CHECKING:
-    from judge_eval.evaluation import Results
+    from judge_eval.results import Results
 
 #: Measure families shown in the terminal table, in order; everything is in the results folder.
 TABLE_FAMILIES = ("context_recall", "context_precision", "joint_context_recall", "judge_ndcg", "recall", "ndcg")

@@ -13,6 +13,8 @@ from typing import Literal, Sequence
 
 import pandas as pd
 
+from judge_eval.metrics.missing import MissingReason
+
 Format = Literal["table", "csv", "json"]
 
 
@@ -96,11 +98,7 @@ def missing_category(reason: str) -> str:
     """The kind of a missing value, from its reason in ``missing.csv``: ``judge error`` (a judge
     call failed), ``not judged (budget)`` (a budget stopped the judge first) or ``undefined``
     (the measure has no value for the question, e.g. recall with nothing relevant)."""
-    if reason.startswith("judge_error") or reason == "decompose_failed":
-        return "judge error"
-    if reason.startswith("budget") or reason.startswith("aborted"):
-        return "not judged (budget)"
-    return "undefined"
+    return MissingReason.of(reason).kind
 
 
 def missing_note(summary: pd.DataFrame, missing: pd.DataFrame | None = None) -> str:
