@@ -270,6 +270,12 @@ CASES = [
          lambda d: load_run(d / "r.jsonl"), "r.jsonl", 2, None, "nested too deeply"),
     case("json-array-nested-too-deeply", {"r.json": "[\n" + "[" * 100000 + "\n"},
          lambda d: load_run(d / "r.json"), "r.json", 2, None, "nested too deeply"),
+    # --- every data row one field wider than the header: pandas made the first column the index and
+    # shifted the others, so question ids were read as chunk ids, silently ---
+    case("csv-trailing-comma-on-every-row", {"r.csv": "question_id,chunk_id\nq1,d1,\nq1,d2,\n"},
+         lambda d: load_run(d / "r.csv"), "r.csv", 1, None, "3 fields but the header has 2", "row"),
+    case("tsv-extra-field-on-every-row", {"l.tsv": "question_id\tchunk_id\tgrade\n\nq1\td1\t1\tx\nq1\td2\t0\ty\n"},
+         lambda d: load_qrels(d / "l.tsv"), "l.tsv", 1, None, "a trailing tab", "row"),
     # --- a lone UTF-16 surrogate escape is not text (it raised UnicodeEncodeError when hashed) ---
     case("jsonl-lone-surrogate-context", {"r.jsonl": '{"id": "q1", "contexts": ["ok", "a\\ud800b"]}\n'},
          lambda d: load_run(d / "r.jsonl"), "r.jsonl", 1, "contexts.1", "lone UTF-16 surrogate"),

@@ -27,7 +27,9 @@ A BEIR qrels TSV (header ``query-id corpus-id score``) is recognised without a m
 
 from __future__ import annotations
 
+import csv
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
@@ -66,14 +68,21 @@ def read_table(path: PathLike) -> "pd.DataFrame":
         raise InputError(
             f"not a table file (expected one of {', '.join(TABLE_EXTENSIONS)})", path=p, field="format"
         )
-    if TABLE_EXTENSIONS[ext] is None:
+    sep = TABLE_EXTENSIONS[ext]
+    if sep is None:
         df = _read_parquet(p)
     else:
         try:
-            df = pd.read_csv(
-                p, sep=TABLE_EXTENSIONS[ext], dtype=str, keep_default_na=False,
-                encoding="utf-8-sig",
-            )
+            with warnings.catch_warnings():
+                # index_col=False: when every data row has one field more than the header (a
+                # trailing separator), pandas would otherwise make the first column the index
+                # and shift every column by one, silently. It warns instead; we stop.
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                df = pd.read_csv(
+                    p, sep=sep, dtype=str, keep_default_na=False, encoding="utf-8-sig", index_col=False,
+                )
+        except pd.errors.ParserWarning:
+            raise _too_many_fields(p, sep) from None
         except UnicodeDecodeError:
             for _ in iter_lines(p):  # raises an InputError naming the line
                 pass
@@ -88,6 +97,26 @@ def read_table(path: PathLike) -> "pd.DataFrame":
     if len(df) == 0:
         raise InputError("file is empty (no data rows)", path=p)
     return df
+
+
+def _too_many_fields(p: Path, sep: str) -> InputError:
+    """The error for a table whose data rows have more fields than its header, naming the
+    first such row (rows counted as pandas counts them: blank lines skipped)."""
+    name = "tab" if sep == "\t" else repr(sep)
+    hint = f"a trailing {name} at the end of the rows, or a {name} inside an unquoted cell?"
+    try:
+        with p.open(encoding="utf-8-sig", newline="") as fh:
+            rows = (row for row in csv.reader(fh, delimiter=sep) if row)
+            header = next(rows, [])
+            for n, row in enumerate(rows, start=1):
+                if len(row) > len(header):
+                    return InputError(
+                        f"{len(row)} fields but the header has {len(header)}: {hint}",
+                        path=p, line=n, kind="row",
+                    )
+    except (csv.Error, UnicodeDecodeError):
+        pass
+    return InputError(f"rows with more fields than the header: {hint}", path=p)
 
 
 def _read_parquet(p: Path) -> "pd.DataFrame":
