@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from judge_eval.judge.evidence import VerifiedVerdict
+from judge_eval.metrics.labelled import check_k
 from judge_eval.metrics.missing import MissingReason as Reason
 
 if TYPE_CHECKING:
@@ -50,9 +51,6 @@ UsefulRule = Literal["support", "grade"]
 MissingReason = Literal["no_statements", "judge_error", "no_reference"]
 
 
-def _check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
 
 
 def _check_indices(n_statements: int, supported: frozenset[int]) -> None:
@@ -67,7 +65,7 @@ def context_recall(n_statements: int, supported: Sequence[frozenset[int]], k: in
     ``supported[i]`` is the set of 0-based statement indices chunk i+1 supports. ``None`` when
     m = 0 (nothing to recall). An empty ranking gives 0.0.
     """
-    _check_k(k)
+    check_k(k)
     if n_statements < 0:
         raise ValueError(f"n_statements must be >= 0, got {n_statements}")
     if n_statements == 0:
@@ -85,7 +83,7 @@ def context_precision(useful: Sequence[bool], k: int) -> float:
     0.0 when no chunk in the top k is useful (including an empty ranking). No epsilon: useful
     chunks all ranked first give exactly 1.0.
     """
-    _check_k(k)
+    check_k(k)
     hits = 0
     total = 0.0
     for i, u in enumerate(useful[:k], start=1):
@@ -185,7 +183,7 @@ def judged_question_metrics(
         else None
     )
     for k in dict.fromkeys(ks):
-        _check_k(k)
+        check_k(k)
         top = list(verdicts[:k])
         top_error: MissingReason | None = "judge_error" if any(v is None for v in top) else None
         ok = [v for v in top if v is not None]

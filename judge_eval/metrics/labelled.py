@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, Mapping, Sequence
 
-from judge_eval.errors import ConfigError, InputError
+from judge_eval.errors import InputError
 
 Ranking = Sequence[str]
 Grades = Mapping[str, int]
@@ -53,6 +53,7 @@ __all__ = [
     "judged",
     "ndcg",
     "num_relevant",
+    "check_k",
     "check_ks",
     "parse_measure",
     "precision",
@@ -66,23 +67,26 @@ __all__ = [
 # --------------------------------------------------------------------------- checks and helpers
 
 
+def check_k(k: object) -> int:
+    """A cutoff: an integer >= 1 (an :class:`~judge_eval.errors.InputError` naming ``k`` otherwise).
+    The one cutoff check of the package."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise InputError(f"cutoff k must be an integer >= 1, got {k!r}", field="k")
+    return int(k)
+
+
 def _check_k(k: int | None, *, optional: bool = False) -> None:
     if k is None and optional:
         return
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise InputError(f"cutoff k must be an integer >= 1, got {k!r}", field="k")
+    check_k(k)
 
 
-def check_ks(ks: Iterable[int]) -> list[int]:
-    """The cutoffs sorted and without duplicates; each must be an integer >= 1 and there must be
-    at least one (a :class:`~judge_eval.errors.ConfigError` naming ``-k`` otherwise)."""
-    out: list[int] = []
-    for k in ks:
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ConfigError(f"every cutoff must be an integer >= 1, got {k!r}", option="-k")
-        out.append(int(k))
+def check_ks(ks: Iterable[object]) -> list[int]:
+    """The cutoffs, sorted and without duplicates; each checked by :func:`check_k`, and at least
+    one."""
+    out = [check_k(k) for k in ks]
     if not out:
-        raise ConfigError("give at least one cutoff, e.g. -k 5,10", option="-k")
+        raise InputError("give at least one cutoff, e.g. 5,10", field="k")
     return sorted(dict.fromkeys(out))
 
 
