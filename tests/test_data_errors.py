@@ -259,6 +259,8 @@ CASES = [
          lambda d: load_qrels(d / "l.jsonl"), "l.jsonl", 1, "grade", "got nan"),
     case("qrels-jsonl-grade-infinity", {"l.jsonl": '{"qid": "q1", "doc_id": "d1", "relevance": Infinity}\n'},
          lambda d: load_qrels(d / "l.jsonl"), "l.jsonl", 1, "relevance", "got inf"),
+    case("label-empty-chunk-id", {"q.jsonl": '{"id": "q1", "question": "?", "labels": {"c1": 1, " ": 2}}\n'},
+         lambda d: load_dataset(d / "q.jsonl"), "q.jsonl", 1, "labels. ", "id is empty"),
     case("label-nan", {"q.jsonl": '{"id": "q1", "question": "?", "labels": {"c1": NaN}}\n'},
          lambda d: load_dataset(d / "q.jsonl"), "q.jsonl", 1, "labels.c1", "got nan"),
     case("csv-grade-inf", {"l.csv": "question_id,chunk_id,grade\nq1,d1,inf\n"},

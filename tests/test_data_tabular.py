@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -184,3 +185,13 @@ def test_parquet_duplicate_column_names_are_an_error(tmp_path):
                                         names=["question_id", "chunk_id", "chunk_id"]), path)
     err = _raised(lambda: read_run_table(path, "r"))
     assert err.field == "chunk_id" and "appears twice" in str(err)
+
+
+def test_parquet_decimal_columns_are_numbers(tmp_path):
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.table({
+        "question_id": ["q1", "q1"], "chunk_id": ["a", "b"],
+        "rank": pa.array([Decimal("2"), Decimal("1")]),
+        "score": pa.array([Decimal("0.25"), None], pa.decimal128(5, 2)),
+    }), path)
+    assert read_run_table(path, "r").rankings["q1"] == [Chunk(id="b"), Chunk(id="a", score=0.25)]

@@ -13,6 +13,7 @@ Reading rules common to every text format:
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import numbers
@@ -280,6 +281,8 @@ def _integer(value: Any) -> int | None:
         return None
     if isinstance(value, numbers.Integral):
         return int(value)
+    if isinstance(value, decimal.Decimal):  # a Parquet decimal column
+        return int(value) if value.is_finite() and value == value.to_integral_value() else None
     if isinstance(value, numbers.Real):
         f = float(value)
         return int(f) if f.is_integer() else None
@@ -348,7 +351,7 @@ def as_score(value: Any, *, path: PathLike, line: int | None, field: str, kind: 
             pass
     elif value is None:
         return None
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+    elif isinstance(value, (numbers.Real, decimal.Decimal)) and not isinstance(value, bool):
         try:
             score = float(value)
         except OverflowError:  # an integer beyond the float range

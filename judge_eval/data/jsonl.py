@@ -119,10 +119,12 @@ def parse_contexts(
 
 
 def parse_labels(value: Any, *, path: PathLike, line: int, field: str = "labels") -> dict[str, int]:
-    """``{chunk_id: grade}`` with integer grades >= 0."""
+    """``{chunk_id: grade}`` with integer grades >= 0 (and non-empty chunk ids)."""
     labels = as_dict(value, path=path, line=line, field=field)
     return {
-        cid: as_grade(g, path=path, line=line, field=f"{field}.{cid}") for cid, g in labels.items()
+        as_id(cid, path=path, line=line, field=f"{field}.{cid}"):
+            as_grade(g, path=path, line=line, field=f"{field}.{cid}")
+        for cid, g in labels.items()
     }
 
 
