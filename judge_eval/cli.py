@@ -47,8 +47,13 @@ class _Group(click.Group):
     """The command group: every failure becomes one message and a documented exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from judge_eval.data.load import DataWarning
+
         with warnings.catch_warnings():
-            warnings.simplefilter("default")
+            # our warnings about the user's data, each time; libraries' deprecation notes are
+            # for us, not for the user
+            warnings.simplefilter("ignore")
+            warnings.simplefilter("always", DataWarning)
             warnings.showwarning = _show_warning
             try:
                 return super().invoke(ctx)
@@ -228,6 +233,9 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--price-in", default=0.0, show_default=True, type=_MONEY, help="USD per million prompt tokens.")
 @click.option("--price-out", default=0.0, show_default=True, type=_MONEY, help="USD per million completion tokens.")
 @click.option("--timeout", default=60.0, show_default=True, type=_SECONDS, help="Seconds per judge request.")
+@click.option("--no-answer", "no_answer", multiple=True, default=("No Answer Present.",), show_default=True,
+              metavar="TEXT", help="A reference that says there is no answer (repeat for several); such questions "
+                                   "are scored as having no reference. An empty reference always counts.")
 @click.option("--strict", is_flag=True,
               help="Refuse runs that rank questions missing from --data (default: leave them out, with a warning).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
@@ -241,7 +249,8 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
           model: str | None, base_url: str | None, judge_id: str | None, ks: str, out: str | None, force: bool,
           cache_path: str | None, cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
           max_calls: int | None, max_tokens: int | None, max_cost: float | None, max_errors: str,
-          price_in: float, price_out: float, timeout: float, strict: bool, fmt: str, progress: bool | None,
+          price_in: float, price_out: float, timeout: float, no_answer: tuple[str, ...], strict: bool, fmt: str,
+          progress: bool | None,
           columns: str | None) -> None:
     """Score runs with an LLM judge: context recall/precision and judge-labelled IR metrics.
 
@@ -288,6 +297,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             useful_rule=useful_rule,  # type: ignore[arg-type]
             timeout=timeout,
             strict=strict,
+            no_answer=no_answer,
             progress=sys.stderr.isatty() if progress is None else progress,
         )
         if out:

@@ -200,6 +200,25 @@ def _load(
     return ds
 
 
+#: References that say there is no answer: MS MARCO writes "No Answer Present." for them.
+NO_ANSWER_MARKERS: tuple[str, ...] = ("No Answer Present.",)
+
+
+def _without_no_answer_references(ds: Dataset, markers: Sequence[str]) -> Dataset:
+    """``ds`` with every reference that equals a no-answer marker (case and surrounding space
+    ignored) removed: such a question has no statement to recall, so it is scored as a question
+    without a reference (reason ``no_reference``), with one warning that counts them."""
+    wanted = {m.strip().casefold() for m in markers if m and m.strip()}
+    hits = [qid for qid, q in ds.questions.items() if q.reference and q.reference.strip().casefold() in wanted]
+    if not hits:
+        return ds
+    warnings.warn(f"{len(hits)} reference(s) say there is no answer ({', '.join(repr(m) for m in markers)}); "
+                  "they are scored as questions without a reference", DataWarning, stacklevel=3)
+    questions = {qid: (q.model_copy(update={"reference": None}) if qid in hits else q)
+                 for qid, q in ds.questions.items()}
+    return ds.model_copy(update={"questions": questions})
+
+
 def fingerprint(ds: Dataset) -> str:
     """SHA-256 (first 16 hex digits) of the questions, references and every ranking: two
     results with the same fingerprint scored the same inputs."""
@@ -257,6 +276,7 @@ def evaluate(
     seed: int = 0,
     progress: bool = False,
     strict: bool = False,
+    no_answer: Sequence[str] = NO_ANSWER_MARKERS,
 ) -> Results:
     """Score retrieval runs with a judge (and with human labels when there are any).
 
@@ -265,6 +285,10 @@ def evaluate(
     ``runs``: run name -> run file (TREC or native JSONL) or :class:`Run`. ``qrels``: human labels
     (optional; inline ``labels`` on questions count too). ``corpus``: chunk texts for TREC runs.
     ``columns``: the column mapping for CSV/TSV/Parquet inputs (see ``docs/formats.md``).
+    ``no_answer``: reference texts that mean "there is no answer" (default MS MARCO's
+    ``No Answer Present.``; an empty reference always does): such questions are scored as
+    questions without a reference. ``strict``: a run that ranks a question missing from the data
+    is an error instead of being left out with a warning.
 
     ``judge``: ``"openai"`` (any OpenAI-compatible endpoint: ``model``, ``base_url``, and
     OPENAI_API_KEY / OPENAI_BASE_URL from the environment), ``"offline"`` (deterministic lexical
@@ -294,7 +318,7 @@ def evaluate(
                     useful_grade=useful_grade, judge_relevance=judge_relevance,
                     relevance_threshold=relevance_threshold)
     depth = ks[-1]
-    ds = _load(data, runs, qrels, corpus, columns, strict=strict)
+    ds = _without_no_answer_references(_load(data, runs, qrels, corpus, columns, strict=strict), no_answer)
     if not ds.runs:
         raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
     _check_texts(ds, depth)
@@ -316,11 +340,16 @@ def evaluate(
     missing_frames = [judged_missing, judge_missing]
     labels = ds.labels()
     if labels is not None and len(labels) > 0:
+        labelled = [qid for qid in ds.questions if labels.for_question(qid)]
         human = evaluate_runs(ds.runs, labels, measures=ir_measure_names(ks), ks=ks,
-                              threshold=relevance_threshold,
-                              questions=[qid for qid in ds.questions if labels.for_question(qid)])
+                              threshold=relevance_threshold, questions=labelled)
         frames.append(human)
         missing_frames.append(undefined_reasons(human, MissingReason.NO_RELEVANT_LABEL.value))
+        unlabelled = [qid for qid in ds.questions if qid not in set(labelled)]
+        missing_frames.append(pd.DataFrame(
+            [{"run": name, "question_id": qid, "measure": m, "reason": MissingReason.NO_HUMAN_LABEL.value}
+             for name in ds.runs for qid in unlabelled for m in human.columns[2:]],
+            columns=["run", "question_id", "measure", "reason"]))
     per_question = frames[0]
     for f in frames[1:]:
         per_question = per_question.merge(f, on=["run", "question_id"], how="outer", sort=False)

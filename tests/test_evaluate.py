@@ -41,7 +41,8 @@ def test_a_question_without_reference_is_missing_with_its_reason() -> None:
     res = judge_eval.evaluate(ds, judge="offline", ks=(1,))
     reasons = res.missing[(res.missing["question_id"] == "q3")]
     assert set(reasons["reason"]) == {"no_reference"}
-    assert set(reasons["measure"]) == {"context_recall@1", "context_precision@1"}
+    assert set(reasons["measure"]) == {"context_recall@1", "context_precision@1", "judge_hit_rate@1",
+                                       "judge_precision@1", "judge_recall@1", "judge_mrr@1", "judge_ndcg@1"}
 
 
 def test_chunks_without_text_are_an_input_error_naming_the_run() -> None:
@@ -100,3 +101,59 @@ def test_labels_for_no_question_of_the_data_are_an_input_error() -> None:
     with pytest.raises(InputError, match="none of the 1 labelled question ids"):
         judge_eval.evaluate(_ds(r={"q1": [Chunk(id="a", text="t")]}), qrels=Qrels(grades={"other": {"a": 1}}),
                             judge="offline", ks=(1,))
+
+
+def _nan_cells(results) -> set[tuple[str, str, str]]:
+    pq = results.per_question.set_index(["run", "question_id"])
+    return {(r, q, m) for (r, q), row in pq.iterrows() for m, v in row.items() if v != v}
+
+
+def _reasons(results) -> set[tuple[str, str, str]]:
+    return set(zip(results.missing["run"], results.missing["question_id"], results.missing["measure"]))
+
+
+def test_judge_ndcg_is_undefined_when_the_pool_holds_only_on_topic_chunks() -> None:
+    # the offline judge grades this chunk 1: it shares words with the question, supports nothing
+    q = Question(id="q1", question="What colour is the fish X?",
+                 reference="X is a bright blue tropical fish living near Fiji.")
+    ds = Dataset(questions={"q1": q}, runs={"r": Run(name="r", rankings={"q1": [Chunk(id="a", text="The fish X has a colour.")]})})
+    res = judge_eval.evaluate(ds, judge="offline", ks=(1,))
+    assert res.verdicts.iloc[0]["grade"] == 1
+    got = row(res, "r", "q1")
+    assert got["judge_ndcg@1"] != got["judge_ndcg@1"]  # NaN, not the 1.0 a grade-1 ideal ranking gives
+    assert got["judge_recall@1"] != got["judge_recall@1"]
+    assert got["judge_hit_rate@1"] == 0.0 and got["judge_mrr@1"] == 0.0 and got["judge_precision@1"] == 0.0
+    reasons = res.missing.set_index("measure")["reason"]
+    assert reasons["judge_ndcg@1"] == "undefined: no chunk in the judged pool is relevant"
+
+
+def test_every_missing_value_has_exactly_one_reason() -> None:
+    from judge_eval import Qrels
+
+    ds = _ds(r={"q1": [Chunk(id="a", text="X is a blue fish.")], "q3": [Chunk(id="b", text="Anything.")]},
+             s={"q2": [Chunk(id="c", text="Y is in Paris.")]})
+    res = judge_eval.evaluate(ds, qrels=Qrels(grades={"q1": {"a": 1}, "q2": {"zz": 0}}), judge="offline", ks=(1, 2))
+    nan = _nan_cells(res)
+    assert nan and nan == _reasons(res)
+    assert len(res.missing) == len(_reasons(res))  # one reason per missing value
+    by_cell = {(r, q, m): why for r, q, m, why in res.missing.itertuples(index=False)}
+    assert by_cell[("r", "q3", "judge_ndcg@1")] == "no_reference"
+    assert by_cell[("r", "q3", "recall@1")] == "no_human_label"
+    assert by_cell[("s", "q2", "recall@1")] == "undefined: no relevant human label"
+
+
+@pytest.mark.parametrize("reference", ["No Answer Present.", "  no answer present. ", "", "n/a"])
+def test_a_no_answer_reference_is_no_reference_not_a_statement(reference: str) -> None:
+    ds = Dataset(questions={"q1": Question(id="q1", question="Who?", reference=reference or None),
+                            "q2": Question(id="q2", question="Where is Y?", reference="Y is in Paris.")},
+                 runs={"r": Run(name="r", rankings={"q1": [Chunk(id="a", text="No answer present here.")],
+                                                    "q2": [Chunk(id="b", text="Y is in Paris.")]})})
+    markers = ("No Answer Present.", "n/a")
+    if reference.strip():
+        with pytest.warns(DataWarning, match="say there is no answer"):
+            res = judge_eval.evaluate(ds, judge="offline", ks=(1,), no_answer=markers)
+    else:
+        res = judge_eval.evaluate(ds, judge="offline", ks=(1,), no_answer=markers)
+    assert set(res.missing[res.missing["question_id"] == "q1"]["reason"]) == {"no_reference"}
+    assert list(res.statements["question_id"].unique()) == ["q2"]  # nothing decomposed for q1
+    assert res.summary.set_index("measure").loc["context_recall@1", "n"] == 1

@@ -13,7 +13,9 @@ labelled ones (:mod:`judge_eval.metrics.labelled`) with a ``judge_`` prefix, so:
   question is left out instead: nothing relevant is known to exist);
 - a failed judge call anywhere in the pool makes every judge-labelled value of the question
   missing (``judge_error (in the judged pool)``, or ``budget (in the judged pool)`` when the calls
-  were only skipped by a budget): the pool, and so every denominator, is unknown.
+  were only skipped by a budget): the pool, and so every denominator, is unknown;
+- a question without a reference is not judged: every judge-labelled value is missing
+  (``no_reference``).
 """
 
 from __future__ import annotations
@@ -86,13 +88,26 @@ def judge_labelled_frame(grid: "VerdictGrid", judge_relevance: int = 2) -> tuple
             for m in measure_cols:
                 missing.append({"run": frame.loc[i, "run"], "question_id": qid, "measure": JUDGE_PREFIX + m,
                                 "reason": reason + " (in the judged pool)"})
+    # Nothing in the pool is judge-relevant: hit rate and RR are 0 (every run missed); recall
+    # and nDCG have no relevant chunk to recover. nDCG must be masked here: its ideal ranking
+    # counts every graded chunk, so grade-1 ("on topic") chunks alone would make it defined and
+    # usually 1.0.
+    no_relevant = {qid for qid in qids if qid not in failed
+                   and not any(g >= judge_relevance for g in grades.get(qid, {}).values())}
+    empty_pool = frame["question_id"].isin(list(no_relevant))
     for col in measure_cols:
-        if col.split("@")[0] in ("hit_rate", "mrr"):
-            empty_pool = frame[col].isna() & ~frame["question_id"].isin(list(failed))
-            frame.loc[empty_pool, col] = 0.0
+        family = col.split("@")[0]
+        if family in ("hit_rate", "mrr"):
+            frame.loc[empty_pool & frame[col].isna(), col] = 0.0
+        elif family.startswith("ndcg") or family == "recall":
+            frame.loc[empty_pool, col] = np.nan
     undefined = undefined_reasons(frame, MissingReason.NO_RELEVANT_IN_POOL.value)
     undefined = undefined[~undefined["question_id"].isin(list(failed))].copy()
     undefined["measure"] = JUDGE_PREFIX + undefined["measure"]
     frame = frame.rename(columns={c: JUDGE_PREFIX + c for c in measure_cols})
-    missing_frame = pd.concat([pd.DataFrame(missing, columns=MISSING_COLUMNS), undefined], ignore_index=True)
+    no_reference = [{"run": name, "question_id": qid, "measure": JUDGE_PREFIX + m,
+                     "reason": MissingReason.NO_REFERENCE.value}
+                    for name in ds.runs for qid, q in ds.questions.items() if not q.reference for m in measure_cols]
+    missing_frame = pd.concat([pd.DataFrame(missing, columns=MISSING_COLUMNS), undefined,
+                               pd.DataFrame(no_reference, columns=MISSING_COLUMNS)], ignore_index=True)
     return frame, missing_frame

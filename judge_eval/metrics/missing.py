@@ -23,6 +23,8 @@ class MissingReason(str, Enum):
     - ``NO_RELEVANT_IN_POOL``: no chunk of the judged pool is judge-relevant, so judge-labelled
       recall and nDCG have no denominator (undefined).
     - ``NO_RELEVANT_LABEL``: no chunk is labelled relevant by humans (undefined).
+    - ``NO_HUMAN_LABEL``: humans labelled no chunk of this question (not labelled), so its
+      human-labelled measures have no value.
     """
 
     NO_REFERENCE = "no_reference"
@@ -32,6 +34,7 @@ class MissingReason(str, Enum):
     ABORTED = "aborted"
     NO_RELEVANT_IN_POOL = "undefined: no chunk in the judged pool is relevant"
     NO_RELEVANT_LABEL = "undefined: no relevant human label"
+    NO_HUMAN_LABEL = "no_human_label"
 
     @classmethod
     def of(cls, reason: str) -> "MissingReason":
@@ -53,4 +56,6 @@ class MissingReason(str, Enum):
             return "not judged (budget)"
         if self is MissingReason.ABORTED:
             return "not judged (run stopped)"
+        if self is MissingReason.NO_HUMAN_LABEL:
+            return "not labelled"
         return "undefined"
