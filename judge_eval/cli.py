@@ -313,6 +313,51 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
         _fail(problem, ExitCode.JUDGE_FAILED)
 
 
+@main.command("compare")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(), metavar="DIR...")
+@click.option("--runs", metavar="NAME,...", help="The runs to compare, in this order (default: every run of the folders).")
+@click.option("--measures", metavar="NAME,...|all",
+              help="Measures to compare (default: the summary table's: context recall/precision, judge nDCG, "
+                   "recall, nDCG; 'all' for every shared measure).")
+@click.option("--alpha", default=0.05, show_default=True, type=_FiniteRange(min=0, max=1, min_open=True, max_open=True),
+              help="Significance level of the Holm-corrected paired randomization test.")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
+              show_default=True, help="table for people, markdown for pull requests, csv (one row per pair) and json for tools.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output (replaced atomically).")
+@click.option("--allow-different", is_flag=True,
+              help="Compare results of different judges, prompt versions, test sets or settings anyway (the output says what differs).")
+@click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap and the randomization test.")
+@click.option("--n-perm", default=10000, show_default=True, type=_POSITIVE_INT, help="Random sign flips of the randomization test.")
+def compare_cmd(dirs: tuple[str, ...], runs: str | None, measures: str | None, alpha: float, fmt: str,
+                out: str | None, allow_different: bool, seed: int, n_perm: int) -> None:
+    """Are the differences between runs real? Paired tests over one or more results folders.
+
+    \b
+    Example:
+      judge-eval compare results/clapnq-offline
+      judge-eval compare results/monday results/tuesday --runs dense,tuesday/dense
+
+    Per measure: each run's mean with a bootstrap CI; per pair of runs the mean paired difference
+    with its CI and a paired randomization test, Holm-corrected over the pairs of each measure.
+    Folders of different judges, prompts or test sets are refused unless --allow-different.
+    """
+    from judge_eval.atomic import check_file, write_text
+    from judge_eval.compare import compare, render
+
+    def run() -> str:
+        if out:
+            check_file(out)
+        result = compare(list(dirs), runs=[r.strip() for r in runs.split(",") if r.strip()] if runs else None,
+                         measures=measures, alpha=alpha, seed=seed, n_perm=n_perm, allow_different=allow_different)
+        return render(result, fmt)
+
+    text = _guard(run)
+    if out:
+        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
+    else:
+        click.echo(text.rstrip("\n"))
+
+
 # ----------------------------------------------------------------------------- cache
 
 

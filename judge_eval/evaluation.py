@@ -219,13 +219,13 @@ def _without_no_answer_references(ds: Dataset, markers: Sequence[str]) -> Datase
     return ds.model_copy(update={"questions": questions})
 
 
-def fingerprint(ds: Dataset) -> str:
-    """SHA-256 (first 16 hex digits) of the questions, references and every ranking: two
-    results with the same fingerprint scored the same inputs."""
+def fingerprint(ds: Dataset, *, runs: bool = True) -> str:
+    """SHA-256 (first 16 hex digits) of the questions, references and (with ``runs``) every
+    ranking: two results with the same fingerprint scored the same inputs."""
     h = hashlib.sha256()
     for q in ds.questions.values():
         h.update(json.dumps([q.id, q.question, q.reference], ensure_ascii=False).encode())
-    for name in sorted(ds.runs):
+    for name in sorted(ds.runs) if runs else ():
         for qid, chunks in ds.runs[name].rankings.items():
             h.update(json.dumps([name, qid, [(c.id, c.text) for c in chunks]], ensure_ascii=False).encode())
     return h.hexdigest()[:16]
@@ -369,6 +369,7 @@ def evaluate(
             questions_with_reference=sum(1 for q in ds.questions.values() if q.reference),
             runs=list(ds.runs),
             human_labels=0 if labels is None else len(labels),
+            questions_fingerprint=fingerprint(ds, runs=False),
         ),
         settings=Settings(
             ks=ks, samples=samples, joint=joint, useful_rule=useful_rule, useful_grade=useful_grade,

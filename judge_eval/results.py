@@ -28,14 +28,17 @@ class JudgeInfo:
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """What was scored: ``fingerprint`` (:func:`judge_eval.evaluation.fingerprint`), question
-    counts, run names in order, and the number of human labels."""
+    """What was scored: ``fingerprint`` (questions, references and every ranking; two results
+    with the same fingerprint scored the same inputs), ``questions_fingerprint`` (questions and
+    references only: two results with the same one scored the same test set, perhaps with other
+    runs), question counts, run names in order, and the number of human labels."""
 
     fingerprint: str
     questions: int
     questions_with_reference: int
     runs: list[str]
     human_labels: int = 0
+    questions_fingerprint: str = ""
 
 
 @dataclass(frozen=True)

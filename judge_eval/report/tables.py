@@ -35,7 +35,7 @@ def _cell(mean: float, lo: float, hi: float, with_ci: bool, digits: int) -> str:
     return text
 
 
-def _grid(header: list[str], body: list[list[str]]) -> str:
+def text_grid(header: list[str], body: list[list[str]]) -> str:
     """Fixed-width columns two spaces apart: the first left-aligned, the others right-aligned."""
     widths = [max(len(x) for x in col) for col in zip(header, *body)]
 
@@ -67,7 +67,7 @@ def render_text(
             r = by_key.get((run, m))
             row.append("-" if r is None else _cell(r.mean, r.ci_low, r.ci_high, with_ci, digits))
         body.append(row)
-    return _grid(header, body)
+    return text_grid(header, body)
 
 
 def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: int = 3,
@@ -91,7 +91,7 @@ def render_by_measure(summary: pd.DataFrame, *, with_ci: bool = True, digits: in
                 ns.add(int(r.n))
         row.append("/".join(str(n) for n in sorted(ns)))
         body.append(row)
-    return _grid(header, body)
+    return text_grid(header, body)
 
 
 def missing_category(reason: str) -> str:
