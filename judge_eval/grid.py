@@ -117,7 +117,8 @@ class VerdictGrid:
     def verdict_frame(self) -> pd.DataFrame:
         """One row per unique (question, chunk) judged, with the runs and ranks that returned
         it: supported statement numbers (1-based) with evidence, grade and capped grade, the
-        reason, rejected claims; or the error."""
+        reason, rejected claims; or the error. With several samples per chunk, also each
+        sample's grade (``sample_grades``) and claimed statements (``sample_supported``)."""
         rows: list[dict[str, Any]] = []
         for qid, cell, runs in self.unique_cells():
             v = cell.verdict
@@ -132,6 +133,10 @@ class VerdictGrid:
                            unverified=v.unverified, invalid_statement=v.invalid_statement, reason=v.reason,
                            rejected=[{"statement": r.statement, "evidence": r.evidence, "cause": r.cause}
                                      for r in v.rejected])
+                samples = self.outcome.raw_verdicts.get(chunk_task(self.dataset.questions[qid], cell.chunk), [])
+                if len(samples) > 1:  # what each sample said before the vote (its claims unverified)
+                    row.update(sample_grades=[s.grade for s in samples],
+                               sample_supported=[sorted({c.statement for c in s.supports}) for s in samples])
             rows.append(row)
         return pd.DataFrame(rows)
 

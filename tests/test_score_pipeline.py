@@ -266,6 +266,9 @@ def test_samples_ask_n_times_and_take_the_majority(tmp_path: Path) -> None:
     assert len(chunk_bodies) == 3 * len(BANK_RANKING)
     assert sorted({b["seed"] for b in chunk_bodies}) == [0, 1, 2]
     assert value(results, "dense", "context_recall@5") == pytest.approx(2 / 3)
+    # every sample's own answer is kept beside the vote (label review uses their agreement)
+    c2 = results.verdicts.set_index("chunk_id").loc["c2"]
+    assert c2["sample_grades"] == [3, 3, 3] and c2["sample_supported"] == [[1], [1], [1]]
 
 
 def test_no_endpoint_configured_says_how_to_configure_one() -> None:
