@@ -343,3 +343,17 @@ def test_trec_writer_rejects_whitespace_ids_and_keeps_old_file(tmp_path):
     assert info.value.field == "docid"
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.trec"]
+
+
+@pytest.mark.parametrize("run_file, content", [
+    ("r.trec", RUN + "q1 Q0 d7 2 1.0 t\n"),
+    ("r.jsonl", '{"id": "q1", "contexts": [{"id": "d1"}, {"id": "d7"}]}\n'),
+    ("r.csv", "question_id,chunk_id\nq1,d1\nq1,d7\n"),
+])
+def test_chunk_missing_from_the_corpus_names_both_files(tmp_path, run_file, content):
+    # The run names the chunk, the corpus lacks it: either file may be the wrong one.
+    _write(tmp_path, {run_file: content, "c.jsonl": '{"id": "d1", "text": "one"}\n'})
+    with pytest.raises(InputError) as info:
+        load_dataset(runs={"r": tmp_path / run_file}, corpus=tmp_path / "c.jsonl")
+    assert info.value.path == str(tmp_path / run_file)
+    assert f"'d7' is not in the corpus {tmp_path / 'c.jsonl'}" in str(info.value)
