@@ -47,10 +47,14 @@ def check_overlap(qrels: Qrels, runs: Mapping[str, Run], qrels_path: PathLike | 
         return
     shared = {name: sum(1 for q in labelled if q in run.rankings) for name, run in runs.items()}
     if runs and not any(shared.values()):
-        example = next(iter(next(iter(runs.values())).rankings), None)
+        first = next(iter(runs.values()))
+        example = next(iter(first.rankings), None)
+        origin = first.origin(example) if example is not None else None
+        where = f" ({origin[0]} line {origin[1]})" if origin else ""
         raise InputError(
             f"none of the {len(labelled)} labelled question ids appears in any run (labels for e.g. "
-            f"{labelled[0]!r}, rankings for e.g. {example!r}); are these the qrels of another dataset?",
+            f"{labelled[0]!r}, rankings for e.g. {example!r}{where}); are the qrels and the runs of the same "
+            "dataset?",
             path=qrels_path, field="question_id",
         )
     for name, n in shared.items():
