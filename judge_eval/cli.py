@@ -15,7 +15,7 @@ from typing import Any, Callable, NoReturn, Sequence, TypeVar
 
 import click
 
-from judge_eval.errors import ConfigError, ExitCode, InputError, JudgeEvalError
+from judge_eval.errors import ConfigError, DataWarning, ExitCode, InputError, JudgeEvalError
 
 T = TypeVar("T")
 
@@ -47,8 +47,6 @@ class _Group(click.Group):
     """The command group: every failure becomes one message and a documented exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from judge_eval.data.load import DataWarning
-
         with warnings.catch_warnings():
             # our warnings about the user's data, each time; libraries' deprecation notes are
             # for us, not for the user
@@ -356,6 +354,105 @@ def compare_cmd(dirs: tuple[str, ...], runs: str | None, measures: str | None, a
         _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
     else:
         click.echo(text.rstrip("\n"))
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+@main.group()
+def labels() -> None:
+    """Review the judge's verdicts as label proposals and turn them into qrels."""
+
+
+def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that choose and order the items (shared by `labels propose` and `labels review`)."""
+    for option in reversed([
+        click.option("--results", required=True, type=click.Path(file_okay=False), metavar="DIR",
+                     help="A results folder written by `judge-eval score --out DIR`."),
+        click.option("--order", type=click.Choice(["uncertainty", "question", "run"]), default="uncertainty",
+                     show_default=True, help="uncertainty: least confident verdicts first; question: question by "
+                                             "question; run: run by run, in rank order."),
+        click.option("--limit", type=_POSITIVE_INT, help="Only the first N items (after ordering)."),
+        click.option("--only-unlabelled", is_flag=True, help="Leave out the (question, chunk) pairs that --qrels grades."),
+        click.option("--qrels", type=click.Path(dir_okay=False), help="The labels you already have (with --only-unlabelled)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@labels.command("propose")
+@_selection_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The proposals file (replaced atomically). label-studio also writes FILE's stem + "
+                   ".label_config.xml, argilla FILE's stem + .settings.json.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "label-studio", "argilla"]), default="jsonl",
+              show_default=True, help="csv/jsonl for a spreadsheet or script; label-studio: tasks with pre-annotations; "
+                                      "argilla: records with suggestions.")
+def labels_propose(results: str, order: str, limit: int | None, only_unlabelled: bool, qrels: str | None,
+                   out: str, fmt: str) -> None:
+    """One label proposal per judged (question, chunk), for review.
+
+    \b
+    Example:
+      judge-eval labels propose --results results/clapnq-offline --out proposals.csv --format csv
+
+    Each item: the question, the reference statements, the chunk, the judge's proposed grade, the
+    statements it supports with evidence quotes and their offsets in the chunk, the reason, a
+    confidence, and empty reviewer fields (grade, reviewer, reviewed_at, note).
+    """
+    from judge_eval.labels import propose
+
+    proposals, paths = _guard(lambda: propose(results, out, fmt=fmt, order=order,  # type: ignore[arg-type]
+                                              limit=limit, only_unlabelled=only_unlabelled, qrels=qrels))
+    click.echo(f"{len(proposals.items)} proposals written to {', '.join(str(p) for p in paths)}", err=True)
+
+
+@labels.command("review")
+@_selection_options
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The review page, one self-contained HTML file (replaced atomically).")
+def labels_review(results: str, order: str, limit: int | None, only_unlabelled: bool, qrels: str | None,
+                  out: str) -> None:
+    """Write a review page: one HTML file that opens from disk (no server, no network).
+
+    \b
+    Example:
+      judge-eval labels review --results results/clapnq-offline --out review.html
+
+    Keys: 0-3 grade, Enter accept the judge's grade, arrows move; work is kept in the browser;
+    "Download reviewed file" gives the file for `judge-eval labels import`.
+    """
+    from judge_eval.labels import write_review_page
+
+    proposals = _guard(lambda: write_review_page(results, out, order=order,  # type: ignore[arg-type]
+                                                 limit=limit, only_unlabelled=only_unlabelled, qrels=qrels))
+    click.echo(f"review page with {len(proposals.items)} items written to {out}", err=True)
+
+
+@labels.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The TREC qrels to write (replaced atomically; nothing is written when FILE has an error).")
+@click.option("--provenance", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Provenance CSV: proposed and final grade, decision, reviewer, time per label "
+                   "(default: the --out file's stem + .provenance.csv).")
+@click.option("--accept-unreviewed", is_flag=True,
+              help="Also write the judge's proposed grade for items nobody reviewed (default: leave them out).")
+def labels_import(file: str, out: str, provenance: str | None, accept_unreviewed: bool) -> None:
+    """Reviewed proposals -> TREC qrels, with provenance and the judge's agreement with reviewers.
+
+    \b
+    Example:
+      judge-eval labels import review.reviewed.jsonl --out qrels.reviewed.txt
+
+    Reads the review page's file, our CSV/JSONL, a Label Studio JSON export or an Argilla records
+    export; prints how many proposals were kept, changed up and changed down, and Cohen's kappa
+    between the proposals and the final labels.
+    """
+    from judge_eval.labels import import_reviews
+
+    report = _guard(lambda: import_reviews(file, out, provenance=provenance, accept_unreviewed=accept_unreviewed))
+    click.echo(report.render())
 
 
 # ----------------------------------------------------------------------------- cache

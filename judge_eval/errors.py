@@ -132,3 +132,8 @@ class JudgeCallError(JudgeEvalError):
         self.calls = calls
         self.usage = usage
         super().__init__(f"{cause}: {message}")
+
+
+class DataWarning(UserWarning):
+    """Input that is accepted but probably not what was meant (e.g. qrels for unknown questions,
+    a run that ranks questions the data does not have). The CLI prints each as one line."""

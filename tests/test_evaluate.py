@@ -157,3 +157,46 @@ def test_a_no_answer_reference_is_no_reference_not_a_statement(reference: str) -
     assert set(res.missing[res.missing["question_id"] == "q1"]["reason"]) == {"no_reference"}
     assert list(res.statements["question_id"].unique()) == ["q2"]  # nothing decomposed for q1
     assert res.summary.set_index("measure").loc["context_recall@1", "n"] == 1
+
+
+def test_a_ragas_record_retrieving_the_same_text_twice_is_judged_once_and_keeps_both_ranks(tmp_path) -> None:
+    import json
+
+    record = {"id": "q1", "user_input": "What colour is the fish X?", "reference": "X is a blue fish.",
+              "retrieved_contexts": ["X is a blue fish.", "Fish live in water.", "X is a blue fish."]}
+    path = tmp_path / "ragas.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.warns(DataWarning, match=r"1 retrieved context\(s\) repeat a text .*lines 1"):
+        res = judge_eval.evaluate(path, judge="offline", ks=(3,))
+    assert res.info["accounting"]["tasks"] == 1 + 2  # one decomposition, two distinct texts
+    ids = list(res.verdicts["chunk_id"])
+    assert len(ids) == 3 and ids[2] == ids[0] + "#2"
+    r = row(res, "contexts", "q1")
+    assert r["context_recall@3"] == 1.0
+    # useful at ranks 1 and 3: (1/1 + 2/3) / 2
+    assert r["context_precision@3"] == pytest.approx((1 + 2 / 3) / 2)
+
+
+def test_ragas_ids_given_twice_are_still_an_error(tmp_path) -> None:
+    import json
+
+    record = {"id": "q1", "user_input": "Q?", "reference": "R.", "retrieved_contexts": ["a", "b"],
+              "retrieved_context_ids": ["c1", "c1"]}
+    path = tmp_path / "ragas.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(InputError, match="appears twice"):
+        judge_eval.evaluate(path, judge="offline", ks=(3,))
+
+
+@pytest.mark.parametrize("record", [
+    {"id": "q1", "question": "Q?", "reference": ["A is 1.", "A equals one."], "contexts": ["A is 1."]},
+    {"id": "q1", "user_input": "Q?", "reference": ["A is 1.", "A equals one."], "retrieved_contexts": ["A is 1."]},
+])
+def test_several_references_are_refused_with_what_to_do(record, tmp_path) -> None:
+    import json
+
+    path = tmp_path / "data.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(InputError, match="a list of 2 reference answers; give one string") as err:
+        judge_eval.evaluate(path, judge="offline", ks=(1,))
+    assert err.value.path == str(path) and err.value.line == 1 and err.value.field == "reference"

@@ -414,6 +414,23 @@ def as_opt_str(value: Any, *, path: PathLike, line: int | None, field: str, kind
     )
 
 
+def as_reference(value: Any, *, path: PathLike, line: int | None, field: str = "reference") -> str | None:
+    """A reference answer: a string or ``None``. A list of several acceptable answers (as MS MARCO
+    and Natural Questions give) is refused with what to do: judge-eval scores one reference per
+    question, because its statements are the denominator of context recall (taking the
+    best-supported of several would give each run its own denominator, and joining them counts
+    paraphrases twice)."""
+    if isinstance(value, list):
+        n = len(value)
+        raise InputError(
+            f"a list of {n} reference answers; give one string per question: the most complete answer "
+            "(e.g. the first), or the answers joined into one text when each covers a different part "
+            "(with jq: '.reference |= join(\" \")'); see docs/judged-metrics.md",
+            path=path, line=line, field=field,
+        )
+    return as_opt_str(value, path=path, line=line, field=field)
+
+
 def as_dict(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> dict[str, Any]:
     """An object (``None`` is an empty one)."""
     if value is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from judge_eval.data._io import (
+    as_reference,
     PathLike,
     as_dict,
     as_grade,
@@ -197,7 +198,7 @@ def read_questions_jsonl(
         questions[qid] = Question(
             id=qid,
             question=text,
-            reference=as_opt_str(obj.get("reference"), path=path, line=line, field="reference"),
+            reference=as_reference(obj.get("reference"), path=path, line=line),
             labels=parse_labels(obj.get("labels"), path=path, line=line),
             metadata=metadata,
         )

@@ -26,7 +26,7 @@ from judge_eval.data.models import Dataset, Qrels, Question, Run
 from judge_eval.data.ragas import read_ragas
 from judge_eval.data.tabular import read_qrels_table, read_questions_table, read_run_table
 from judge_eval.data.trec import read_corpus, read_queries, read_trec_qrels, read_trec_run
-from judge_eval.errors import InputError
+from judge_eval.errors import DataWarning, InputError
 
 TREC_EXT = {".trec", ".run", ".txt", ".qrels"}
 JSON_EXT = {".jsonl", ".json", ".ndjson"}
@@ -39,8 +39,6 @@ FORMATS = {
 ALIASES = {"json": "jsonl", "native": "jsonl", "csv": "table", "tsv": "table", "parquet": "table"}
 
 
-class DataWarning(UserWarning):
-    """Input that is accepted but probably not what was meant (e.g. qrels for unknown questions)."""
 
 
 def _first_record_keys(path: PathLike) -> set[str] | None:

@@ -22,6 +22,28 @@ def content_id(text: str) -> str:
     return "h:" + hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]
 
 
+def number_repeated_texts(chunks: "list[Chunk]", generated: "list[bool]") -> "tuple[list[Chunk], int]":
+    """Give a chunk whose id was generated from its text (:func:`content_id`) and whose text
+    already appeared earlier in the same ranking the id ``<content id>#<n>`` (n = 2, 3 ...).
+
+    Retrievers without chunk ids (RAGAS records) often return the same text twice; both ranks
+    are kept, and since the judge's task is keyed by the text, it is judged once. Chunks with
+    ids given by the user are left alone (a repeated given id stays an error). Returns the
+    chunks and how many were renumbered."""
+    seen: dict[str, int] = {}
+    out: list[Chunk] = []
+    repeats = 0
+    for chunk, gen in zip(chunks, generated):
+        if gen and chunk.id in seen:
+            seen[chunk.id] += 1
+            repeats += 1
+            chunk = chunk.model_copy(update={"id": f"{chunk.id}#{seen[chunk.id]}"})
+        elif gen:
+            seen[chunk.id] = 1
+        out.append(chunk)
+    return out, repeats
+
+
 class Chunk(BaseModel):
     """One retrieved chunk. ``text`` may be ``None`` when a run names chunks by id only (TREC runs
     without a corpus); the judge needs the text, labelled metrics do not."""

@@ -8,7 +8,9 @@ One record per question, as JSON Lines or a JSON array::
 * ``user_input`` (string) and ``retrieved_contexts`` (list of strings) are required.
 * ``reference`` (string or null) is optional.
 * ``retrieved_context_ids`` (optional) gives the chunk ids, same length as the contexts; without
-  it a chunk's id is the :func:`~judge_eval.data.models.content_id` of its text.
+  it a chunk's id is the :func:`~judge_eval.data.models.content_id` of its text, and a text
+  retrieved twice for one question keeps both ranks (the repeat's id gets ``#2``; the judge sees
+  the text once), with one warning per file.
 * The question id is ``id`` or ``question_id`` when present, else the content id of
   ``user_input`` (``"h:..."``), which is stable when records are reordered or added; two records
   with the same ``user_input`` and no id are then an error (give them ids).
@@ -17,10 +19,12 @@ One record per question, as JSON Lines or a JSON array::
 
 from __future__ import annotations
 
-from judge_eval.data._io import PathLike, as_id, as_opt_str, as_text, iter_json_records, type_name
+import warnings
+
+from judge_eval.data._io import PathLike, as_id, as_opt_str, as_reference, as_text, iter_json_records, type_name
 from judge_eval.data.jsonl import duplicate_error, require
-from judge_eval.data.models import Chunk, Question, Run, content_id
-from judge_eval.errors import InputError
+from judge_eval.data.models import Chunk, Question, Run, content_id, number_repeated_texts
+from judge_eval.errors import DataWarning, InputError
 
 RAGAS_KEYS = ("user_input", "retrieved_contexts", "reference", "retrieved_context_ids", "id", "question_id")
 
@@ -30,6 +34,8 @@ def read_ragas(path: PathLike, name: str = "contexts") -> tuple[dict[str, Questi
     questions: dict[str, Question] = {}
     rankings: dict[str, list[Chunk]] = {}
     first_seen: dict[str, int] = {}
+    repeated: list[int] = []
+    n_repeats = 0
     for line, obj in iter_json_records(path):
         user_input = require(obj, "user_input", path=path, line=line)
         if not isinstance(user_input, str):
@@ -50,22 +56,34 @@ def read_ragas(path: PathLike, name: str = "contexts") -> tuple[dict[str, Questi
                 path=path, line=line, field="user_input",
             )
         first_seen[qid] = line
-        chunks = _chunks(obj, path=path, line=line)
+        chunks, repeats = _chunks(obj, path=path, line=line)
+        if repeats:
+            repeated.append(line)
+            n_repeats += repeats
         metadata = {k: v for k, v in obj.items() if k not in RAGAS_KEYS}
         questions[qid] = Question(
             id=qid,
             question=user_input,
-            reference=as_opt_str(obj.get("reference"), path=path, line=line, field="reference"),
+            reference=as_reference(obj.get("reference"), path=path, line=line),
             metadata=metadata,
         )
         rankings[qid] = chunks
+    if n_repeats:
+        warn_repeated_texts(path, n_repeats, repeated)
     run = Run(name=name, rankings=rankings)
     for qid, line in first_seen.items():
         run.set_origin(qid, str(path), line)
     return questions, run
 
 
-def _chunks(obj: dict, *, path: PathLike, line: int) -> list[Chunk]:
+def warn_repeated_texts(path: PathLike, n: int, lines: list[int]) -> None:
+    """One warning per file for texts retrieved twice for one question (kept, judged once)."""
+    shown = ", ".join(str(x) for x in lines[:5]) + (" ..." if len(lines) > 5 else "")
+    warnings.warn(f"{path}: {n} retrieved context(s) repeat a text already retrieved for the same question "
+                  f"(lines {shown}); each keeps its rank and is judged once", DataWarning, stacklevel=4)
+
+
+def _chunks(obj: dict, *, path: PathLike, line: int) -> tuple[list[Chunk], int]:
     texts = require(obj, "retrieved_contexts", path=path, line=line)
     if not isinstance(texts, list):
         raise InputError(
@@ -93,6 +111,9 @@ def _chunks(obj: dict, *, path: PathLike, line: int) -> list[Chunk]:
                 path=path, line=line, field=field,
             )
         ids = [as_id(v, path=path, line=line, field=f"{field}.{i}") for i, v in enumerate(ids_value)]
+    chunks = [Chunk(id=cid, text=t) for cid, t in zip(ids, texts)]
+    if ids_value is None:  # ids made from the texts: a repeated text is a repeat, not an error
+        return number_repeated_texts(chunks, [True] * len(chunks))
     first: dict[str, int] = {}
     for i, cid in enumerate(ids):
         if cid in first:
@@ -101,4 +122,4 @@ def _chunks(obj: dict, *, path: PathLike, line: int) -> list[Chunk]:
                 path=path, line=line, field=f"{field}.{i}",
             )
         first[cid] = i
-    return [Chunk(id=cid, text=t) for cid, t in zip(ids, texts)]
+    return chunks, 0
