@@ -118,11 +118,15 @@ class VerdictGrid:
         """One row per unique (question, chunk) judged, with the runs and ranks that returned
         it: supported statement numbers (1-based) with evidence, grade and capped grade, the
         reason, rejected claims; or the error. With several samples per chunk, also each
-        sample's grade (``sample_grades``) and claimed statements (``sample_supported``)."""
+        sample's grade (``sample_grades``) and claimed statements (``sample_supported``).
+        ``question`` and ``chunk_text`` carry the texts the judge saw, so the results folder
+        alone is enough to review the verdicts (``judge-eval labels``)."""
         rows: list[dict[str, Any]] = []
         for qid, cell, runs in self.unique_cells():
             v = cell.verdict
-            row: dict[str, Any] = {"question_id": qid, "chunk_id": cell.chunk.id, "runs": runs}
+            row: dict[str, Any] = {"question_id": qid, "chunk_id": cell.chunk.id, "runs": runs,
+                                   "question": self.dataset.questions[qid].question,
+                                   "chunk_text": cell.chunk.text}
             if isinstance(v, Failure):
                 row.update(error=v.cause, error_message=v.message, grade=None, supported=[], evidence={},
                            unverified=0, invalid_statement=0, reason=None)
