@@ -1,5 +1,7 @@
 """Reading reviewed label proposals back: our JSONL (also what the review page downloads), our
-CSV, a Label Studio JSON export and an Argilla 2.x records export (``records.to_json``).
+CSV, a Label Studio JSON export and an Argilla 2.x records export: nested, as
+``records.to_json`` writes it (``Record.to_dict()``), or flat, as ``records.to_list(flatten=True)``
+gives it (which keeps each answer's status: drafts and discarded answers are not labels).
 
 Every reader returns :class:`Review` rows: the item, the judge's proposed grade, the reviewer's
 grade (``None``: nobody reviewed it), who and when. Validation is strict and complete before
@@ -331,6 +333,23 @@ def detect_format(path: PathLike) -> str:
                      "or an Argilla records export", path=p)
 
 
+def _unflatten_argilla(rec: Any) -> Any:
+    """A record of Argilla's ``records.to_list(flatten=True)`` (fields and metadata at the top,
+    ``grade.responses``, ``grade.responses.users``, ``grade.responses.status``,
+    ``grade.suggestion``) in the nested shape of ``Record.to_dict()``."""
+    if not isinstance(rec, dict):
+        return rec
+    values = rec.get("grade.responses") or []
+    users = rec.get("grade.responses.users") or [None] * len(values)
+    status = rec.get("grade.responses.status") or [None] * len(values)
+    responses = [{"value": v, "user_id": u, **({"status": s} if s is not None else {})}
+                 for v, u, s in zip(values, users, status)]
+    meta = {k: rec[k] for k in ("question_id", "chunk_id", "proposed_grade") if k in rec}
+    suggestion = {"value": rec["grade.suggestion"]} if rec.get("grade.suggestion") is not None else {}
+    return {"id": rec.get("id"), "fields": {}, "metadata": meta, "suggestions": {"grade": suggestion},
+            "responses": {"grade": responses}}
+
+
 def _read_array(path: Path) -> list[Review]:
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
@@ -341,6 +360,8 @@ def _read_array(path: Path) -> list[Review]:
         return _read_label_studio(path, data)
     if "fields" in first:
         return _read_argilla(path, data)
+    if any(k.endswith((".suggestion", ".responses")) for k in first):
+        return _read_argilla(path, [_unflatten_argilla(r) for r in data])
     if not data:
         raise InputError("the export holds no task or record; nothing was written", path=path)
     raise InputError("a JSON array, but neither a Label Studio export (tasks with 'data') nor an Argilla "
