@@ -11,20 +11,18 @@ The CLI's ``judge-eval score`` only parses arguments and calls this function.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 import pandas as pd
 
-from judge_eval.data.load import DataWarning, load_dataset, load_qrels, load_run
+from judge_eval.cache import CacheMode
 from judge_eval.data.models import Dataset, Qrels, Run
+from judge_eval.data.prepare import NO_ANSWER_MARKERS, check_texts, fingerprint, prepare_dataset
 from judge_eval.errors import ConfigError, InputError, Interrupted
 from judge_eval.grid import VerdictGrid
-from judge_eval.judge.prompts import load_prompt
+from judge_eval.judge.prompts import PromptSelection, select_prompts
 from judge_eval.judge.protocol import Judge
 from judge_eval.metrics.evaluate_labelled import evaluate_runs
 from judge_eval.metrics.judge_labelled import ir_measure_names, judge_labelled_frame, undefined_reasons
@@ -37,7 +35,6 @@ from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings
 from judge_eval.run import Budget, Pricing, Runner, run_plan
 
 PathLike = str | os.PathLike
-CacheMode = Literal["use", "refresh", "replay", "off"]
 
 
 def default_cache_path() -> Path:
@@ -53,7 +50,7 @@ def default_cache_path() -> Path:
 
 
 def make_judge(
-    judge: Judge | Literal["openai", "offline"] | None,
+    judge: Judge | str | None,
     *,
     model: str | None = None,
     base_url: str | None = None,
@@ -64,57 +61,39 @@ def make_judge(
     seed: int | None = 0,
     timeout: float = 60.0,
     judge_id: str | None = None,
+    prompts: PromptSelection = None,
 ) -> Judge:
     """Build a judge from a name (or return the one given).
 
-    ``None`` and ``"openai"`` mean the OpenAI-compatible judge, which needs an endpoint
-    (``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` in the environment, or ``base_url``) and a model;
-    without them a :class:`ConfigError` says how to configure one or use the offline judge.
-    ``judge_id`` replaces the judge identity recorded in results and cache keys (default
-    ``openai:<host>/<model>``, the same for any port; see docs/judge.md). The cache file is
-    opened and checked here, before any call is paid for.
+    A name is looked up in the judge registry (:mod:`judge_eval.judge.registry`): the built-ins
+    ``"openai"`` (also for ``None``) and ``"offline"``, judges added with
+    :func:`judge_eval.register_judge`, and installed plugins (entry-point group
+    ``judge_eval.judges``); an unknown name is a :class:`ConfigError` listing the known ones.
+    The OpenAI-compatible judge needs an endpoint (``OPENAI_API_KEY`` or ``OPENAI_BASE_URL`` in
+    the environment, or ``base_url``) and a model; without them a :class:`ConfigError` says how to
+    configure one or use the offline judge. ``judge_id`` replaces the judge identity recorded in
+    results and cache keys (default ``openai:<host>/<model>``, the same for any port; see
+    docs/judge.md). ``prompts`` selects prompt versions
+    (:func:`~judge_eval.judge.prompts.select_prompts`). A judge that caches opens and checks the
+    cache file here, before any call is paid for.
     """
     if judge is not None and not isinstance(judge, str):
+        own = getattr(judge, "prompts", None)
+        if prompts is not None and isinstance(own, Mapping):
+            wanted = {name: p.id for name, p in select_prompts(prompts).items()}
+            if wanted != {name: getattr(p, "id", p) for name, p in own.items()}:
+                raise ConfigError("select prompts when building the judge you pass (its prompts=), not in "
+                                  "evaluate(); the judge given uses "
+                                  + ", ".join(getattr(p, "id", str(p)) for p in own.values()), option="--prompt")
         return judge
-    if judge == "offline":
-        from judge_eval.judge.offline import OfflineJudge
+    from judge_eval.judge.registry import JudgeSettings, create_judge
 
-        return OfflineJudge()
-    if judge in (None, "openai"):
-        if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
-            raise ConfigError(
-                "no judge endpoint is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
-                "non-OpenAI server such as vLLM, Ollama or llama.cpp), or pass --base-url URL "
-                "--model NAME; or use the deterministic, approximate offline judge with "
-                "--judge offline."
-            )
-        model = model or os.environ.get("JUDGE_EVAL_MODEL")
-        if not model:
-            raise ConfigError("the openai judge needs a model: pass --model NAME (or set JUDGE_EVAL_MODEL)")
-        from judge_eval.cache import ResponseCache
-        from judge_eval.judge.openai_judge import OpenAIJudge
-
-        response_cache = None
-        if cache_mode != "off":
-            if cache is None:
-                cache = default_cache_path()
-            response_cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache, mode=cache_mode)
-            check = getattr(response_cache, "check", None)
-            if check is not None:
-                check()
-        if judge_id is not None and not judge_id.strip():
-            raise ConfigError("the judge identity must not be empty", option="--judge-id")
-        return OpenAIJudge(
-            model,
-            base_url=base_url,
-            cache=response_cache,
-            temperature=temperature,
-            seed=seed,
-            timeout=timeout,
-            concurrency=concurrency,
-            namespace=judge_id.strip() if judge_id else None,
-        )
-    raise ConfigError(f"unknown judge {judge!r} (expected 'openai' or 'offline')")
+    settings = JudgeSettings(
+        model=model, base_url=base_url, temperature=temperature, seed=seed, timeout=timeout,
+        concurrency=concurrency, judge_id=judge_id, prompts=select_prompts(prompts),
+        cache=cache if cache is not None else default_cache_path(), cache_mode=cache_mode,
+    )
+    return create_judge(judge or "openai", settings)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -149,105 +128,6 @@ def _interrupted(judge: Judge) -> Interrupted:
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def _load(
-    data: PathLike | Dataset,
-    runs: Mapping[str, PathLike | Run] | None,
-    qrels: PathLike | Qrels | None,
-    corpus: PathLike | None,
-    columns: Mapping[str, str] | None = None,
-    *,
-    strict: bool = False,
-) -> Dataset:
-    """The dataset to score: ``data`` (a path or a Dataset) plus extra runs and labels.
-    ``columns`` is the column mapping for table inputs (CSV/TSV/Parquet). Rankings of questions
-    that are not in the data are dropped with a warning (an error with ``strict``); labels that
-    match no question of the data are an error."""
-    runs = dict(runs or {})
-    run_paths = {name: r for name, r in runs.items() if not isinstance(r, Run)}
-    if isinstance(data, Dataset):
-        ds = data.model_copy()
-        ds.runs = dict(ds.runs)
-        for name, path in run_paths.items():
-            ds.runs[name] = load_run(path, name, corpus=corpus, columns=columns)
-        if qrels is not None and not isinstance(qrels, Qrels):
-            ds.qrels = load_qrels(qrels, columns=columns)
-    else:
-        ds = load_dataset(data, run_paths, None if isinstance(qrels, Qrels) else qrels, corpus=corpus,
-                          columns=columns, strict=strict)
-    for name, run in runs.items():
-        if isinstance(run, Run):
-            ds.runs[name] = run
-    if isinstance(qrels, Qrels):
-        ds.qrels = qrels
-    for name, run in ds.runs.items():
-        extra = [qid for qid in run.rankings if qid not in ds.questions]
-        if extra and strict:
-            origin = run.origin(extra[0])
-            raise InputError(
-                f"run {name!r} ranks question {extra[0]!r}, which is not in the dataset",
-                path=origin[0] if origin else None, line=origin[1] if origin else None, field="id",
-            )
-        if extra:
-            warnings.warn(f"run {name!r} ranks {len(extra)} question(s) that are not in the dataset; "
-                          "they are left out", DataWarning, stacklevel=3)
-            ds.runs[name] = Run(name=run.name, rankings={q: c for q, c in run.rankings.items() if q in ds.questions})
-    if ds.qrels is not None and ds.qrels.grades and not any(q in ds.questions for q in ds.qrels.grades):
-        raise InputError(
-            f"none of the {len(ds.qrels.grades)} labelled question ids is a question of the data "
-            f"(labels for e.g. {next(iter(ds.qrels.grades))!r}); are these the qrels of another dataset?",
-            path=qrels if not isinstance(qrels, Qrels) else None, field="question_id",
-        )
-    return ds
-
-
-#: References that say there is no answer: MS MARCO writes "No Answer Present." for them.
-NO_ANSWER_MARKERS: tuple[str, ...] = ("No Answer Present.",)
-
-
-def _without_no_answer_references(ds: Dataset, markers: Sequence[str]) -> Dataset:
-    """``ds`` with every reference that equals a no-answer marker (case and surrounding space
-    ignored) removed: such a question has no statement to recall, so it is scored as a question
-    without a reference (reason ``no_reference``), with one warning that counts them."""
-    wanted = {m.strip().casefold() for m in markers if m and m.strip()}
-    hits = [qid for qid, q in ds.questions.items() if q.reference and q.reference.strip().casefold() in wanted]
-    if not hits:
-        return ds
-    warnings.warn(f"{len(hits)} reference(s) say there is no answer ({', '.join(repr(m) for m in markers)}); "
-                  "they are scored as questions without a reference", DataWarning, stacklevel=3)
-    questions = {qid: (q.model_copy(update={"reference": None}) if qid in hits else q)
-                 for qid, q in ds.questions.items()}
-    return ds.model_copy(update={"questions": questions})
-
-
-def fingerprint(ds: Dataset, *, runs: bool = True) -> str:
-    """SHA-256 (first 16 hex digits) of the questions, references and (with ``runs``) every
-    ranking: two results with the same fingerprint scored the same inputs."""
-    h = hashlib.sha256()
-    for q in ds.questions.values():
-        h.update(json.dumps([q.id, q.question, q.reference], ensure_ascii=False).encode())
-    for name in sorted(ds.runs) if runs else ():
-        for qid, chunks in ds.runs[name].rankings.items():
-            h.update(json.dumps([name, qid, [(c.id, c.text) for c in chunks]], ensure_ascii=False).encode())
-    return h.hexdigest()[:16]
-
-
-def _check_texts(ds: Dataset, depth: int) -> None:
-    for name, run in ds.runs.items():
-        for qid, chunks in run.rankings.items():
-            if qid not in ds.questions:
-                continue
-            for rank, c in enumerate(chunks[:depth], start=1):
-                if c.text is None:
-                    origin = run.origin(qid)
-                    raise InputError(
-                        f"run {name!r}: chunk {c.id!r} (question {qid!r}, rank {rank}) has no text; "
-                        "the judge needs chunk texts: give a corpus file (--corpus) or a run with texts",
-                        path=origin[0] if origin else None,
-                        line=origin[1] if origin else None,
-                        field="text",
-                    )
-
-
 def evaluate(
     data: PathLike | Dataset,
     runs: Mapping[str, PathLike | Run] | None = None,
@@ -255,7 +135,7 @@ def evaluate(
     *,
     corpus: PathLike | None = None,
     columns: Mapping[str, str] | None = None,
-    judge: Judge | Literal["openai", "offline"] | None = None,
+    judge: Judge | str | None = None,
     model: str | None = None,
     base_url: str | None = None,
     ks: Sequence[int] = (5, 10),
@@ -272,6 +152,7 @@ def evaluate(
     relevance_threshold: int = 1,
     timeout: float = 60.0,
     judge_id: str | None = None,
+    prompts: PromptSelection = None,
     n_boot: int = 1000,
     seed: int = 0,
     progress: bool = False,
@@ -292,7 +173,11 @@ def evaluate(
 
     ``judge``: ``"openai"`` (any OpenAI-compatible endpoint: ``model``, ``base_url``, and
     OPENAI_API_KEY / OPENAI_BASE_URL from the environment), ``"offline"`` (deterministic lexical
-    approximation, no network), or a :class:`~judge_eval.judge.protocol.Judge` instance.
+    approximation, no network), the name of a judge plugin (:func:`judge_eval.register_judge`,
+    entry-point group ``judge_eval.judges``; see docs/plugins.md), or a
+    :class:`~judge_eval.judge.protocol.Judge` instance. ``prompts``: prompt versions, e.g.
+    ``{"judge_chunk": "2"}`` or ``["judge_chunk@2"]`` (default: each task's default version);
+    the ids used are recorded in ``Results.prompts``.
 
     Only the top ``max(ks)`` chunks of each ranking are judged. Metrics:
 
@@ -318,13 +203,13 @@ def evaluate(
                     useful_grade=useful_grade, judge_relevance=judge_relevance,
                     relevance_threshold=relevance_threshold)
     depth = ks[-1]
-    ds = _without_no_answer_references(_load(data, runs, qrels, corpus, columns, strict=strict), no_answer)
+    ds = prepare_dataset(data, runs, qrels, corpus, columns, strict=strict, no_answer=no_answer)
     if not ds.runs:
         raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
-    _check_texts(ds, depth)
+    check_texts(ds, depth)
     runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
-                           concurrency=concurrency, timeout=timeout, judge_id=judge_id)
+                           concurrency=concurrency, timeout=timeout, judge_id=judge_id, prompts=prompts)
 
     plan = plan_tasks(ds, ks, joint)
     runner = Runner(judge_obj, **runner_args)  # type: ignore[arg-type]
@@ -362,7 +247,7 @@ def evaluate(
         verdicts=grid.verdict_frame(),
         statements=grid.statement_frame(),
         judge=JudgeInfo(identity=judge_obj.identity, approximate=approximate),
-        prompts={name: load_prompt(name).id for name in ("decompose", "judge_chunk")},
+        prompts={name: p.id for name, p in getattr(judge_obj, "prompts", select_prompts(prompts)).items()},
         dataset=DatasetInfo(
             fingerprint=fingerprint(ds),
             questions=len(ds.questions),
