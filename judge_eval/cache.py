@@ -83,7 +83,7 @@ from urllib.parse import quote
 
 from judge_eval._jsonpath import first_path
 from judge_eval.errors import InputError, JudgeEvalError
-from judge_eval.judge.protocol import Usage
+from judge_eval.usage import Usage
 
 CacheMode = Literal["use", "refresh", "replay", "off"]
 MODES: tuple[str, ...] = ("use", "refresh", "replay", "off")

@@ -130,6 +130,28 @@ _MONEY = _FiniteRange(min=0)
 _SECONDS = _FiniteRange(min=0, min_open=True, max=86400)
 
 
+def _judge_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--judge``: a name in the judge registry (built-ins, register_judge(), installed plugins)."""
+    from judge_eval.judge.registry import judge_names
+
+    names = judge_names()
+    if value not in names:
+        raise click.BadParameter(f"unknown judge {value!r}; known judges: {', '.join(names)} "
+                                 "(a plugin adds one: see docs/plugins.md)", ctx, param)
+    return value
+
+
+def _prompt_ids(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--prompt NAME@VERSION``: shipped prompt versions, at most one per prompt name."""
+    from judge_eval.judge.prompts import select_prompts
+
+    try:
+        select_prompts(list(value))
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--prompt: "), ctx, param) from None
+    return value
+
+
 # ----------------------------------------------------------------------------- commands
 
 
@@ -199,13 +221,17 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--run", "run_specs", multiple=True, metavar="NAME=PATH", help="A run file; repeat for several runs.")
 @click.option("--qrels", type=click.Path(dir_okay=False), help="Human labels (optional): adds labelled metrics.")
 @click.option("--corpus", type=click.Path(dir_okay=False), help="Chunk texts (JSONL id,text) for TREC runs.")
-@click.option("--judge", "judge_name", type=click.Choice(["openai", "offline"]), default="openai", show_default=True,
-              help="openai: any OpenAI-compatible endpoint; offline: deterministic lexical approximation, no network.")
+@click.option("--judge", "judge_name", default="openai", show_default=True, metavar="NAME", callback=_judge_name,
+              help="openai: any OpenAI-compatible endpoint; offline: deterministic lexical approximation, no network; "
+                   "or an installed judge plugin (docs/plugins.md).")
 @click.option("--model", help="Judge model name (openai judge). Env: JUDGE_EVAL_MODEL.")
 @click.option("--base-url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1. Env: OPENAI_BASE_URL.")
 @click.option("--judge-id", metavar="NAME",
               help="Name this judge in results and cache keys (default openai:<host>/<model>, the same on any port). "
                    "Give two endpoints serving the same model the same name to share cached answers.")
+@click.option("--prompt", "prompt_ids", multiple=True, metavar="NAME@VERSION", callback=_prompt_ids,
+              help="Use this prompt version, e.g. judge_chunk@2 (repeat for several prompts; default: "
+                   "decompose@1, judge_chunk@1). Recorded in the results; each version has its own cache entries.")
 @click.option("-k", "ks", default="5,10", show_default=True, help="Cutoffs, comma-separated; the top max(k) chunks are judged.")
 @click.option("--out", type=click.Path(), metavar="DIR",
               help="Write the results folder here. An earlier results folder is replaced; a folder holding other "
@@ -244,7 +270,8 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
               help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
                    "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
 def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, judge_name: str,
-          model: str | None, base_url: str | None, judge_id: str | None, ks: str, out: str | None, force: bool,
+          model: str | None, base_url: str | None, judge_id: str | None, prompt_ids: tuple[str, ...], ks: str,
+          out: str | None, force: bool,
           cache_path: str | None, cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
           max_calls: int | None, max_tokens: int | None, max_cost: float | None, max_errors: str,
           price_in: float, price_out: float, timeout: float, no_answer: tuple[str, ...], strict: bool, fmt: str,
@@ -280,10 +307,11 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             qrels,
             corpus=corpus,
             columns=parse_columns(columns),
-            judge=judge_name,  # type: ignore[arg-type]
+            judge=judge_name,
             model=model,
             base_url=base_url,
             judge_id=judge_id,
+            prompts=list(prompt_ids) or None,
             ks=k_list,
             cache=cache_path,
             cache_mode=cache_mode,  # type: ignore[arg-type]

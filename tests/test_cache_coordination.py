@@ -38,15 +38,13 @@ def make_judge(server: ScriptedServer, cache: ResponseCache, **kw) -> OpenAIJudg
 
 
 def decompose_key(judge: OpenAIJudge, reference: str = REFERENCE) -> str:
-    prompt = load_prompt("decompose")
-    request = judge.key_request(prompt.id, render_decompose(reference), judge.current_format(), Statements, 0)
-    return cache_key(request)
+    return cache_key(judge.key_request(judge.request(load_prompt("decompose"), {"reference": reference})))
 
 
 def store(cache: ResponseCache, judge: OpenAIJudge, statements: list[str], reference: str = REFERENCE) -> str:
     """Write an answer for decompose(reference) the way the judge would."""
     prompt = load_prompt("decompose")
-    request = judge.key_request(prompt.id, render_decompose(reference), judge.current_format(), Statements, 0)
+    request = judge.key_request(judge.request(prompt, {"reference": reference}))
     key = cache_key(request)
     cache.put(key, identity=judge.identity, prompt=prompt.id, request=request,
               response={"statements": statements}, usage=Usage(7, 3))

@@ -8,6 +8,7 @@ file runs in seconds; no assertion depends on a sleep being short.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import socket
@@ -445,16 +446,17 @@ class _OtherStatements(Statements):
 def test_cache_key_changes_with_everything_that_changes_the_answer():
     with ScriptedServer(scenario()) as server:
         base = make_judge(server)
-        msgs = render_decompose("Some reference.")
-        prompt_id = load_prompt("decompose").id
+        prompt = load_prompt("decompose")
+        inputs = {"reference": "Some reference."}
 
-        def key(judge=base, prompt=prompt_id, fmt="json_schema", sample=0, messages=msgs):
-            return cache_key(judge.key_request(prompt, messages, fmt, Statements, sample))
+        def key(judge=base, prompt=prompt, fmt="json_schema", sample=0, inputs=inputs):
+            request = judge.request(prompt, inputs, sample)
+            return cache_key(judge.key_request(request, judge.transport.key_fields(request, fmt)))
 
         variants = {
             "base": key(),
             "model": key(make_judge(server, model="other-model")),
-            "prompt version": key(prompt="decompose@2"),
+            "prompt version": key(prompt=dataclasses.replace(prompt, version="2")),
             "temperature": key(make_judge(server, temperature=0.7)),
             "top_p": key(make_judge(server, top_p=0.9)),
             "seed": key(make_judge(server, seed=1)),
@@ -463,16 +465,18 @@ def test_cache_key_changes_with_everything_that_changes_the_answer():
             "json_object": key(fmt="json_object"),
             "text": key(fmt="text"),
             "sample": key(sample=1),
-            "messages": key(messages=render_decompose("Another reference.")),
+            "messages": key(inputs={"reference": "Another reference."}),
             "namespace": key(make_judge(server, namespace="team-judge")),
-            "schema": cache_key(base.key_request(prompt_id, msgs, "json_schema", _OtherStatements, 0)),
+            "schema": key(prompt=dataclasses.replace(
+                prompt, task=dataclasses.replace(prompt.task, output=_OtherStatements))),
         }
         assert len(set(variants.values())) == len(variants)
         # ... and not with the API key, the timeout or the retry settings
         assert key(make_judge(server, api_key="sk-other", timeout=1.0, max_attempts=2)) == variants["base"]
-        request = base.key_request(prompt_id, msgs, "json_schema", Statements, 0)
+        request = base.key_request(base.request(prompt, inputs, 0))
         assert set(request) == {"identity", "prompt", "model", "messages", "temperature", "top_p", "seed",
                                 "max_tokens", "response_format", "sample"}
+        assert request["messages"] == render_decompose("Some reference.")
 
 
 def test_samples_are_distinct_requests_with_distinct_seeds(tmp_path):
@@ -734,7 +738,7 @@ def test_api_key_never_reaches_cache_rows_exports_or_errors(tmp_path):
 
 def test_error_messages_are_scrubbed_of_key_like_strings():
     judge = OpenAIJudge("m", base_url="http://127.0.0.1:9/v1", api_key=SECRET)
-    text = judge._scrub(f"Incorrect API key provided: {SECRET}; header Bearer {SECRET}; other sk-abcdef123456")
+    text = judge.transport.scrub(f"Incorrect API key provided: {SECRET}; header Bearer {SECRET}; other sk-abcdef123456")
     assert "SECRET" not in text and "abcdef123456" not in text
 
 

@@ -56,12 +56,15 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from judge_eval.judge.protocol import ChunkVerdict, JudgeResponse, Statements, Support
+from judge_eval.judge.core import Completion, CompletionRequest, JudgeCore
+from judge_eval.judge.prompts import PromptSelection
+from judge_eval.judge.protocol import ChunkVerdict, Statements, Support
 
 __all__ = [
     "ABBREVIATIONS",
     "MIN_CLAUSE_CONTENT",
     "OfflineJudge",
+    "OfflineTransport",
     "STOPWORDS",
     "SUPPORT_SHARE",
     "content_words",
@@ -309,19 +312,36 @@ def judge_text(question: str, statements: list[str], chunk: str) -> ChunkVerdict
     return ChunkVerdict(supports=supports, grade=grade, reason=reason)
 
 
-class OfflineJudge:
-    """The :class:`judge_eval.judge.protocol.Judge` that needs nothing: lexical rules, no network,
-    no model, deterministic (``sample`` is ignored: every sample is the same). An
-    **approximation** of an LLM judge; the rules are in this module's docstring. Responses report
-    ``calls = 0`` and no token usage."""
+class OfflineTransport:
+    """The offline rules as a :class:`~judge_eval.judge.core.Transport`: reads the task's inputs
+    (not the rendered prompt), sends nothing (``calls = 0``, no tokens) and answers with the
+    structured verdict of :func:`decompose_text` / :func:`judge_text`."""
 
     identity: str = "offline:v1"
+
+    def __repr__(self) -> str:
+        return "OfflineTransport()"
+
+    async def complete(self, request: CompletionRequest) -> Completion:
+        inputs = request.inputs
+        if request.prompt.name == "decompose":
+            data = Statements(statements=decompose_text(inputs["reference"])).model_dump()
+        elif request.prompt.name == "judge_chunk":
+            data = judge_text(inputs["question"], inputs["statements"], inputs["chunk"]).model_dump()
+        else:
+            raise ValueError(f"the offline judge has no rules for prompt {request.prompt.id}")
+        return Completion(data=data, calls=0)
+
+
+class OfflineJudge(JudgeCore):
+    """The :class:`judge_eval.judge.protocol.Judge` that needs nothing: lexical rules, no network,
+    no model, deterministic (``sample`` is ignored: every sample is the same). An
+    **approximation** of an LLM judge; the rules are in this module's docstring. It runs through
+    the judge core like any judge (the answer is validated and the prompt's checks apply) but
+    without a cache: it is deterministic and free. Responses report ``calls = 0`` and no token
+    usage."""
+
     approximate: bool = True
 
-    async def decompose(self, reference: str, *, sample: int = 0) -> JudgeResponse[Statements]:
-        return JudgeResponse(value=Statements(statements=decompose_text(reference)), calls=0)
-
-    async def judge_chunk(
-        self, question: str, statements: list[str], chunk: str, *, sample: int = 0
-    ) -> JudgeResponse[ChunkVerdict]:
-        return JudgeResponse(value=judge_text(question, statements, chunk), calls=0)
+    def __init__(self, *, prompts: PromptSelection = None) -> None:
+        super().__init__(OfflineTransport(), cache=None, prompts=prompts)

@@ -1,32 +1,27 @@
-"""The judge that talks to an OpenAI-compatible chat-completions endpoint.
+"""The OpenAI-compatible transport: HTTP, retries, the response-format chain and fail-fast.
 
 Works against OpenAI, Azure OpenAI (v1 endpoint), vLLM, Ollama, llama.cpp's ``llama-server`` and
 anything else that speaks ``POST /v1/chat/completions``. See ``docs/judge.md`` for the full
-behaviour; in short, one task (``decompose`` or ``judge_chunk``) goes:
+behaviour. :class:`OpenAITransport` sends one request of the judge core
+(:mod:`judge_eval.judge.core`, which does the cache, parsing, checks, the repair and storing):
 
-1. **cache** -- the request is hashed (:func:`judge_eval.cache.cache_key`); a hit returns at once
-   with ``calls=0`` (``replay`` mode: a miss raises ``JudgeCallError("cache_miss")`` before any
-   HTTP request). On a miss the key is claimed in the cache (:meth:`ResponseCache.acquire`), so
-   another process on the same file waits for this answer instead of paying for it too (and
-   this one waits for a key another process is asking, and gets its answer as a hit).
-2. **structured output** -- ``json_schema`` (strict schema derived from the pydantic answer model)
-   -> ``json_object`` -> plain text with JSON extraction. The client steps down only when the server
-   rejects the format with a 400/422 that names it (llama.cpp: ``JSON schema conversion
-   failed``). The working format is remembered per endpoint (base URL + model) in memory and in the
-   cache, so the next run starts there. While the format of an endpoint is unknown, one task probes
-   at a time, so a refusing server sees one refused request, not one per concurrent task.
-3. **retries** (tenacity, ours: the openai client runs with ``max_retries=0``) -- 429 (honouring
+1. **structured output** -- ``json_schema`` (the prompt's strict schema) -> ``json_object`` ->
+   plain text with JSON extraction. The transport steps down only when the server rejects the
+   format with a 400/422 that names it (llama.cpp: ``JSON schema conversion failed``). The
+   working format is remembered per endpoint (base URL + model) in memory and in the cache, so the
+   next run starts there. While the format of an endpoint is unknown, one task probes at a time,
+   so a refusing server sees one refused request, not one per concurrent task. The format is part
+   of the cache key (:meth:`OpenAITransport.key_fields`); a repair is sent in the format of the
+   answer it repairs.
+2. **retries** (tenacity, ours: the openai client runs with ``max_retries=0``) -- 429 (honouring
    ``retry-after-ms`` / ``Retry-After``, capped at ``max_retry_wait``), 408, 5xx, timeouts and
    connection errors, with exponential backoff and jitter, up to ``max_attempts`` attempts per
    request. Never 400/401/403/404/422. A connection that cannot even be opened to an endpoint
    that has never answered this judge is ``JudgeCallError("connection_refused")`` at once (no
    server there: retrying only delays the message); once the endpoint has answered, it is a
    restart and retried as ``connection``.
-4. **validation and one repair** -- the reply is parsed with pydantic; unparseable, wrong shape,
-   a statement number out of range, or ``finish_reason == "length"`` triggers ONE repair request
-   (the bad reply as an assistant turn plus a user turn quoting the error and restating the task).
-   Still invalid -> ``JudgeCallError("invalid_output" | "truncated")``.
-5. **store** -- the validated answer is written to the cache (committed at once). Errors never are.
+
+:class:`OpenAIJudge` is the judge core with this transport, built from one set of options.
 
 Secrets: the API key is given to the openai client and nowhere else. It is not in the cache key,
 any cache row, ``identity``, ``repr``, log or error message (messages are scrubbed of it, and
@@ -37,40 +32,36 @@ errors are raised ``from None`` so the openai exception, whose request carries t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import ipaddress
 import math
 import os
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import openai
-from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from judge_eval.cache import CacheEntry, Claim, ResponseCache, cache_key
+from judge_eval.cache import ResponseCache
 from judge_eval.errors import ConfigError, JudgeCallError
-from judge_eval.judge.parsing import InvalidOutput, parse_answer, strict_json_schema
-from judge_eval.judge.prompts import load_prompt, render_decompose, render_judge_chunk
-from judge_eval.judge.protocol import ChunkVerdict, JudgeResponse, Statements, Usage
+from judge_eval.judge.core import Completion, CompletionRequest, Decoding, JudgeCore
+from judge_eval.judge.prompts import PromptSelection
+from judge_eval.usage import Usage
 
-__all__ = ["OpenAIJudge", "RetryEvent", "FORMAT_CHAIN", "endpoint_identity"]
+__all__ = ["FORMAT_CHAIN", "OpenAIJudge", "OpenAITransport", "RetryEvent", "endpoint_identity"]
 
 #: structured-output formats, best first; the client moves right only on a format refusal
 FORMAT_CHAIN: tuple[str, ...] = ("json_schema", "json_object", "text")
 
 ResponseFormatChoice = Literal["auto", "json_schema", "json_object", "text"]
-M = TypeVar("M", bound=BaseModel)
 
 #: words in a 400/422 error that mark it as a refusal of the response_format (not of the request)
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "structured output", "json mode")
-
-_SCHEMA_NAMES = {Statements: "statements", ChunkVerdict: "chunk_verdict"}
 
 
 @dataclass(frozen=True)
@@ -222,8 +213,9 @@ def _parse_retry_after(headers: Any) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-class OpenAIJudge:
-    """A :class:`judge_eval.judge.protocol.Judge` backed by an OpenAI-compatible endpoint.
+
+class OpenAITransport:
+    """The :class:`~judge_eval.judge.core.Transport` of an OpenAI-compatible endpoint.
 
     Parameters
     ----------
@@ -231,20 +223,16 @@ class OpenAIJudge:
     base_url: e.g. ``http://localhost:8080/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
     api_key: default ``$OPENAI_API_KEY``. Required for OpenAI's own endpoint; for another base
         URL without a key a placeholder is sent (local servers ignore it).
-    cache: a :class:`ResponseCache` (None: no caching, no format memory across runs).
-    temperature, top_p, seed, max_tokens: decoding parameters (all part of the cache key).
-        The seed sent for sample ``s`` is ``seed + s``, so repeated samples can differ.
+    cache: a :class:`ResponseCache`, where the working response format of an endpoint is
+        remembered across runs (None: in memory only).
     timeout: seconds per HTTP request. max_attempts: attempts per request (1 = no retry).
     concurrency: requests in flight at once (an asyncio semaphore held only while a request
         is on the wire, not during backoff).
-    namespace: replaces the identity (``openai:<host>/<model>``) in rows and keys; give two
-        endpoints serving the same model the same namespace to share answers.
+    namespace: replaces the identity (``openai:<host>/<model>``) in rows, keys and messages.
     max_retry_wait: cap (seconds) on any single backoff, ``Retry-After`` included.
     retry_base_wait: first backoff (seconds) before jitter; doubles per attempt.
     response_format: ``auto`` (the chain, remembered per endpoint) or one fixed format.
     """
-
-    approximate = False
 
     def __init__(
         self,
@@ -253,16 +241,12 @@ class OpenAIJudge:
         base_url: str | None = None,
         api_key: str | None = None,
         cache: ResponseCache | None = None,
-        temperature: float = 0.0,
-        seed: int | None = 0,
-        max_tokens: int = 1024,
         timeout: float = 60.0,
         max_attempts: int = 5,
         concurrency: int = 8,
         namespace: str | None = None,
         max_retry_wait: float = 60.0,
         retry_base_wait: float = 1.0,
-        top_p: float | None = None,
         response_format: ResponseFormatChoice = "auto",
     ) -> None:
         if not model:
@@ -293,10 +277,6 @@ class OpenAIJudge:
         self.base_url = base_url
         self.__api_key = api_key  # private: not in repr, identity, keys or rows
         self.cache = cache
-        self.temperature = float(temperature)
-        self.top_p = None if top_p is None else float(top_p)
-        self.seed = seed
-        self.max_tokens = int(max_tokens)
         self.timeout = float(timeout)
         self.max_attempts = int(max_attempts)
         self.concurrency = int(concurrency)
@@ -321,7 +301,7 @@ class OpenAIJudge:
         self._probe_lock: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
-        return f"OpenAIJudge(identity={self.identity!r}, endpoint={self.endpoint!r})"
+        return f"OpenAITransport(identity={self.identity!r}, endpoint={self.endpoint!r})"
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -354,13 +334,7 @@ class OpenAIJudge:
             if loop is asyncio.get_running_loop():
                 await client.close()
 
-    async def __aenter__(self) -> "OpenAIJudge":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    def _scrub(self, text: str) -> str:
+    def scrub(self, text: str) -> str:
         """``text`` without the API key (or anything that looks like a bearer token/key)."""
         key = self.__api_key
         if key and len(key) >= 4:
@@ -395,62 +369,45 @@ class OpenAIJudge:
             self.cache.set_format(self.endpoint, fmt)
 
     @staticmethod
-    def _format_spec(fmt: str, model_cls: type[BaseModel]) -> dict[str, Any]:
+    def _format_spec(fmt: str, request: CompletionRequest) -> dict[str, Any]:
         if fmt == "json_schema":
             return {
                 "type": "json_schema",
-                "json_schema": {
-                    "name": _SCHEMA_NAMES.get(model_cls, model_cls.__name__.lower()),
-                    "strict": True,
-                    "schema": strict_json_schema(model_cls),
-                },
+                "json_schema": {"name": request.schema_name, "strict": True, "schema": request.schema},
             }
         if fmt == "json_object":
             # llama.cpp's servers constrain JSON mode to a schema given here; servers that do
             # not know the field ignore it (or refuse it, and the chain moves on to text).
-            return {"type": "json_object", "schema": strict_json_schema(model_cls)}
+            return {"type": "json_object", "schema": request.schema}
         return {"type": "text"}
+
+    @staticmethod
+    def _format_of(fields: Mapping[str, Any]) -> str:
+        """The format of a completion's key fields (the format a repair must be sent in)."""
+        return str(fields["response_format"]["type"])
 
     # -- requests -----------------------------------------------------------------------------
 
-    def _seed_for(self, sample: int) -> int | None:
-        return None if self.seed is None else int(self.seed) + int(sample)
+    def key_fields(self, request: CompletionRequest, fmt: str | None = None) -> dict[str, Any]:
+        """What this transport adds to the cache key: the model and the response format (the
+        full schema for ``json_schema``; ``{"type": "text"}`` in text mode). ``fmt``: that
+        format instead of the one the next request will try."""
+        return {"model": self.model, "response_format": self._format_spec(fmt or self.current_format(), request)}
 
-    def key_request(
-        self, prompt_id: str, messages: list[dict[str, str]], fmt: str, model_cls: type[BaseModel], sample: int
-    ) -> dict[str, Any]:
-        """The dictionary hashed into the cache key and stored as the row's ``request``:
-        identity, prompt id, model, messages, temperature, top_p, seed, max_tokens, response
-        format and sample index. Never any credential."""
-        return {
-            "identity": self.identity,
-            "prompt": prompt_id,
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self._seed_for(sample),
-            "max_tokens": self.max_tokens,
-            "response_format": self._format_spec(fmt, model_cls),
-            "sample": int(sample),
-        }
-
-    def _api_kwargs(
-        self, messages: list[dict[str, str]], fmt: str, model_cls: type[BaseModel], sample: int
-    ) -> dict[str, Any]:
+    def _api_kwargs(self, request: CompletionRequest, fmt: str) -> dict[str, Any]:
+        decoding: Decoding = request.decoding
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "messages": request.messages,
+            "temperature": decoding.temperature,
+            "max_tokens": decoding.max_tokens,
         }
-        seed = self._seed_for(sample)
-        if seed is not None:
-            kwargs["seed"] = seed
-        if self.top_p is not None:
-            kwargs["top_p"] = self.top_p
+        if decoding.seed is not None:
+            kwargs["seed"] = decoding.seed
+        if decoding.top_p is not None:
+            kwargs["top_p"] = decoding.top_p
         if fmt != "text":
-            kwargs["response_format"] = self._format_spec(fmt, model_cls)
+            kwargs["response_format"] = self._format_spec(fmt, request)
         return kwargs
 
     def _wait(self, state: RetryCallState) -> float:
@@ -495,7 +452,7 @@ class OpenAIJudge:
                     where = _redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1"
                     raise JudgeCallError(
                         "connection_refused",
-                        f"{self.identity}: cannot connect to {where} ({self._scrub(refused)}); is the server "
+                        f"{self.identity}: cannot connect to {where} ({self.scrub(refused)}); is the server "
                         "running, and is the base URL right?",
                     ) from None
                 detail = type(exc.__cause__).__name__ if exc.__cause__ is not None else "connection error"
@@ -503,7 +460,7 @@ class OpenAIJudge:
             except openai.APIStatusError as exc:
                 self._answered = True
                 status = int(exc.status_code)
-                text = self._scrub(self._error_text(exc))[:500]
+                text = self.scrub(self._error_text(exc))[:500]
                 retry_after = _parse_retry_after(exc.response.headers)
                 if status == 429:
                     raise _Retryable("rate_limited", f"HTTP 429: {text}", retry_after) from None
@@ -517,7 +474,7 @@ class OpenAIJudge:
                 raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
             except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
                 self._answered = True
-                raise _Retryable("server_error", f"bad response: {self._scrub(str(exc))[:300]}") from None
+                raise _Retryable("server_error", f"bad response: {self.scrub(str(exc))[:300]}") from None
             except ValueError as exc:  # undecodable body (JSON or model validation error)
                 self._answered = True
                 raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
@@ -551,18 +508,19 @@ class OpenAIJudge:
                 exc.cause, f"{prompt_id} via {self.identity}: {exc.message} (gave up after {n} attempt{'s' * (n != 1)})"
             ) from None
 
-    async def _primary(
-        self, prompt_id: str, messages: list[dict[str, str]], model_cls: type[BaseModel], sample: int, acct: _Account
-    ) -> tuple[Any, str]:
+    async def _fixed(self, request: CompletionRequest, fmt: str, acct: _Account, what: str) -> Any:
+        """One request in format ``fmt``, no chain: a refusal is an ``http_<status>`` error."""
+        prompt_id = request.prompt.id
+        try:
+            return await self._request(self._api_kwargs(request, fmt), acct, fmt, prompt_id)
+        except _FormatRejected as rej:
+            raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {what}{rej.message}") from None
+
+    async def _primary(self, request: CompletionRequest, acct: _Account) -> tuple[Any, str]:
         """Send the first-choice request, walking down the format chain on refusals."""
         if self.response_format != "auto":
             fmt = self.response_format
-            try:
-                return await self._request(self._api_kwargs(messages, fmt, model_cls, sample), acct, fmt, prompt_id), fmt
-            except _FormatRejected as rej:
-                raise JudgeCallError(
-                    f"http_{rej.status}", f"{prompt_id} via {self.identity}: format {fmt} refused: {rej.message}"
-                ) from None
+            return await self._fixed(request, fmt, acct, f"format {fmt} refused: "), fmt
         self._ensure()
         assert self._probe_lock is not None
         self.current_format()
@@ -570,161 +528,131 @@ class OpenAIJudge:
             async with self._probe_lock:  # one task finds the format; the others then use it
                 if not self._confirmed and not self._probe_open:
                     try:
-                        return await self._walk_chain(prompt_id, messages, model_cls, sample, acct)
+                        return await self._walk_chain(request, acct)
                     except JudgeCallError:
                         # the endpoint fails for another reason: do not make every task wait
                         # for every other task's retries
                         self._probe_open = True
                         raise
-        return await self._walk_chain(prompt_id, messages, model_cls, sample, acct)
+        return await self._walk_chain(request, acct)
 
-    async def _walk_chain(
-        self, prompt_id: str, messages: list[dict[str, str]], model_cls: type[BaseModel], sample: int, acct: _Account
-    ) -> tuple[Any, str]:
+    async def _walk_chain(self, request: CompletionRequest, acct: _Account) -> tuple[Any, str]:
         fmt = self.current_format()
         while True:
             try:
-                completion = await self._request(
-                    self._api_kwargs(messages, fmt, model_cls, sample), acct, fmt, prompt_id
-                )
+                completion = await self._request(self._api_kwargs(request, fmt), acct, fmt, request.prompt.id)
             except _FormatRejected as rej:
                 i = FORMAT_CHAIN.index(fmt)
                 if i + 1 >= len(FORMAT_CHAIN):  # cannot happen: text sends no format
-                    raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {rej.message}") from None
+                    raise JudgeCallError(
+                        f"http_{rej.status}", f"{request.prompt.id} via {self.identity}: {rej.message}"
+                    ) from None
                 fmt = FORMAT_CHAIN[i + 1]
                 self._lower_format(fmt)
                 continue
             self._confirm_format(fmt)
             return completion, fmt
 
-    @staticmethod
-    def _reply(completion: Any) -> tuple[str | None, bool]:
-        choice = completion.choices[0]
-        content = getattr(choice.message, "content", None) if choice.message is not None else None
-        return content, choice.finish_reason == "length"
-
-    async def _ask(
-        self,
-        prompt_id: str,
-        messages: list[dict[str, str]],
-        model_cls: type[M],
-        sample: int,
-        check: Callable[[M], None],
-    ) -> JudgeResponse[Any]:
-        fmt = self.current_format()
-        key = cache_key(self.key_request(prompt_id, messages, fmt, model_cls, sample))
-        claim: Claim | None = None
-        if self.cache is not None:
-            values: dict[str, Any] = {}
-
-            def usable(entry: CacheEntry) -> bool:
-                try:
-                    value = model_cls.model_validate(entry.response)
-                    check(value)
-                except (ValueError, InvalidOutput):
-                    return False  # a row that no longer validates is a miss
-                values[entry.key] = value
-                return True
-
-            # a hit, or our claim on the key (waiting while another process asks for it)
-            got = await self.cache.acquire(key, accept=usable)
-            if isinstance(got, CacheEntry):
-                return JudgeResponse(value=values[got.key], calls=0, cache_hit=True, saved_usage=got.usage)
-            claim = got
-            if self.cache.mode == "replay":
-                raise JudgeCallError(
-                    "cache_miss",
-                    f"{prompt_id} via {self.identity}: no cached answer (key {key[:16]}) and the cache is "
-                    "in replay mode, which sends no requests",
-                )
-
+    async def complete(self, request: CompletionRequest) -> Completion:
+        """Send ``request`` (a repair in the format of the answer it repairs); the reply text,
+        whether it was cut off, the calls and tokens it took, and the key fields of the format
+        that answered. A failure raises JudgeCallError carrying the calls and tokens spent."""
         acct = _Account()
         try:
-            async with claim if claim is not None else contextlib.nullcontext():
-                return await self._ask_server(prompt_id, messages, model_cls, sample, check, acct)
+            if request.repair is not None and request.repair.key_fields is not None:
+                fmt = self._format_of(request.repair.key_fields)
+                completion = await self._fixed(request, fmt, acct, "")
+            else:
+                completion, fmt = await self._primary(request, acct)
         except JudgeCallError as exc:
             exc.calls, exc.usage = acct.calls, acct.usage
             raise
+        choice = completion.choices[0]
+        text = getattr(choice.message, "content", None) if choice.message is not None else None
+        return Completion(
+            text=text,
+            truncated=choice.finish_reason == "length",
+            usage=acct.usage,
+            calls=acct.calls,
+            key_fields=self.key_fields(request, fmt),
+        )
 
-    async def _ask_server(
+
+class OpenAIJudge(JudgeCore):
+    """The judge core (:class:`~judge_eval.judge.core.JudgeCore`) with an :class:`OpenAITransport`,
+    built from one set of options.
+
+    Parameters: those of :class:`OpenAITransport`, plus ``cache`` (a :class:`ResponseCache`;
+    None: no caching, no format memory across runs), ``temperature``, ``top_p``, ``seed``,
+    ``max_tokens`` (decoding parameters, all part of the cache key; the seed sent for sample ``s``
+    is ``seed + s``, so repeated samples can differ) and ``prompts`` (the prompt versions,
+    :func:`~judge_eval.judge.prompts.select_prompts`).
+    """
+
+    transport: OpenAITransport
+
+    def __init__(
         self,
-        prompt_id: str,
-        messages: list[dict[str, str]],
-        model_cls: type[M],
-        sample: int,
-        check: Callable[[M], None],
-        acct: _Account,
-    ) -> JudgeResponse[Any]:
-        """Ask the server (format chain, retries, one repair) and cache the valid answer.
-        ``acct`` collects the calls and tokens spent, also when this raises."""
-        completion, fmt = await self._primary(prompt_id, messages, model_cls, sample, acct)
-        text, truncated = self._reply(completion)
-        try:
-            value = parse_answer(text, model_cls, truncated=truncated)
-            check(value)
-        except InvalidOutput as bad:
-            repair = list(messages) + [
-                {"role": "assistant", "content": text or ""},
-                {"role": "user", "content": self._repair_text(bad, messages)},
-            ]
-            try:
-                completion = await self._request(self._api_kwargs(repair, fmt, model_cls, sample), acct, fmt, prompt_id)
-            except _FormatRejected as rej:
-                raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {rej.message}") from None
-            text, truncated = self._reply(completion)
-            try:
-                value = parse_answer(text, model_cls, truncated=truncated)
-                check(value)
-            except InvalidOutput as still:
-                cause = "truncated" if still.truncated else "invalid_output"
-                raise JudgeCallError(
-                    cause, f"{prompt_id} via {self.identity}: invalid answer after one repair: {self._scrub(still.message)}"
-                ) from None
-
-        if self.cache is not None:
-            request = self.key_request(prompt_id, messages, fmt, model_cls, sample)
-            self.cache.put(
-                cache_key(request),
-                identity=self.identity,
-                prompt=prompt_id,
-                request=request,
-                response=value.model_dump(mode="json"),
-                usage=acct.usage,
-            )
-        return JudgeResponse(value=value, calls=acct.calls, cache_hit=False, usage=acct.usage)
-
-    @staticmethod
-    def _repair_text(bad: InvalidOutput, messages: list[dict[str, str]]) -> str:
-        task = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
-        hint = " Keep it short: shorter quotes and reason." if bad.truncated else ""
-        return (
-            f"Your previous reply could not be used: {bad.message}.{hint}\n"
-            "Reply again with only the corrected JSON object, nothing else, for the same task:\n\n"
-            f"{task}"
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        cache: ResponseCache | None = None,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        max_tokens: int = 1024,
+        timeout: float = 60.0,
+        max_attempts: int = 5,
+        concurrency: int = 8,
+        namespace: str | None = None,
+        max_retry_wait: float = 60.0,
+        retry_base_wait: float = 1.0,
+        top_p: float | None = None,
+        response_format: ResponseFormatChoice = "auto",
+        prompts: PromptSelection = None,
+    ) -> None:
+        transport = OpenAITransport(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            cache=cache,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            concurrency=concurrency,
+            namespace=namespace,
+            max_retry_wait=max_retry_wait,
+            retry_base_wait=retry_base_wait,
+            response_format=response_format,
+        )
+        super().__init__(
+            transport,
+            cache=cache,
+            prompts=prompts,
+            decoding=Decoding(temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens),
+            namespace=namespace,
         )
 
-    # -- the Judge protocol -------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"OpenAIJudge(identity={self.identity!r}, endpoint={self.endpoint!r})"
 
-    async def decompose(self, reference: str, *, sample: int = 0) -> JudgeResponse[Statements]:
-        """Statements of ``reference`` (prompt ``decompose``)."""
-        prompt = load_prompt("decompose")
-        return await self._ask(prompt.id, render_decompose(reference), Statements, sample, lambda v: None)
+    @property
+    def model(self) -> str:
+        return self.transport.model
 
-    async def judge_chunk(
-        self, question: str, statements: list[str], chunk: str, *, sample: int = 0
-    ) -> JudgeResponse[ChunkVerdict]:
-        """Verdict on ``chunk`` for ``question`` and its numbered ``statements`` (prompt
-        ``judge_chunk``). A support claim naming a statement number outside ``1..len(statements)``
-        makes the answer invalid (repaired once)."""
-        prompt = load_prompt("judge_chunk")
-        m = len(statements)
+    @property
+    def base_url(self) -> str | None:
+        return self.transport.base_url
 
-        def check(v: ChunkVerdict) -> None:
-            wrong = sorted({s.statement for s in v.supports if not 1 <= s.statement <= m})
-            if wrong:
-                allowed = f"1..{m}" if m else "none (there are no statements)"
-                raise InvalidOutput(f"supports names statement(s) {wrong}; valid numbers are {allowed}")
+    @property
+    def endpoint(self) -> str:
+        """Base URL (no credentials) and model: the key of the remembered response format."""
+        return self.transport.endpoint
 
-        return await self._ask(
-            prompt.id, render_judge_chunk(question, statements, chunk), ChunkVerdict, sample, check
-        )
+    @property
+    def retry_log(self) -> list[RetryEvent]:
+        """Every backoff taken, in order."""
+        return self.transport.retry_log
+
+    def current_format(self) -> str:
+        """The structured-output format the next request will try."""
+        return self.transport.current_format()

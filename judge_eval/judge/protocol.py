@@ -16,6 +16,10 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from judge_eval.usage import Usage
+
+__all__ = ["ChunkVerdict", "Judge", "JudgeResponse", "Statements", "Support", "Usage"]
+
 
 class Statements(BaseModel):
     """The answer of ``decompose``: atomic statements of a reference answer."""
@@ -47,24 +51,6 @@ class ChunkVerdict(BaseModel):
     supports: list[Support] = Field(default_factory=list)
     grade: int = Field(ge=0, le=3)
     reason: str = ""
-
-
-@dataclass
-class Usage:
-    """Token accounting of one or more calls."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-        )
 
 
 T = TypeVar("T", Statements, ChunkVerdict)

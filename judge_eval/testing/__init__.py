@@ -1,4 +1,4 @@
-"""Testing helpers shipped with the package (standard library only).
+"""Testing helpers shipped with the package (nothing beyond judge-eval's own dependencies).
 
 :mod:`judge_eval.testing.scripted_server` is a scripted OpenAI-compatible chat-completions
 server on 127.0.0.1 that answers judge_eval's own prompts from a table and injects faults, so

@@ -1,7 +1,7 @@
-"""A scripted OpenAI-compatible chat-completions server for tests (standard library only).
+"""A scripted OpenAI-compatible chat-completions server for tests (nothing beyond judge-eval's own dependencies).
 
 It listens on 127.0.0.1 in a background thread and answers judge_eval's two prompts
-(``decompose`` and ``judge_chunk``, see ``judge_eval/prompts/``) from a :class:`Scenario`
+(``decompose`` and ``judge_chunk``, every shipped version, see ``prompts/``) from a :class:`Scenario`
 table, so the judge client is exercised through the real ``openai`` client and real HTTP::
 
     scenario = Scenario(
@@ -24,14 +24,17 @@ answer content).
 
 Recognising prompts
 -------------------
-The *last user message* decides:
+The prompt objects that render the messages also recognise them
+(:func:`judge_eval.judge.prompts.recognise`, which tries every shipped version of every prompt,
+:meth:`~judge_eval.judge.prompts.Prompt.parse`): the first two messages (system, user) must be a
+rendering of one of them; later turns (a repair) continue the same task. So every shipped version
+(``judge_chunk@1``, ``judge_chunk@2`` ...) is answered, and the log says which (``prompt``).
 
-* a ``<reference>`` block -> decompose; answer ``{"statements": [...]}``. The reference is
-  looked up in ``Scenario.decompositions`` (keys compared after
+* ``decompose`` -> answer ``{"statements": [...]}``. The reference is looked up in
+  ``Scenario.decompositions`` (keys compared after
   :func:`judge_eval.judge.prompts.quote_data`, surrounding whitespace ignored); an unknown
   reference is split at sentence ends (``.``, ``!``, ``?`` followed by whitespace).
-* a ``<chunk>`` block with ``Question: ...`` and ``Statements:`` (``[n] text`` lines, or
-  ``(none)``) -> judge_chunk; answer ``{"supports": [{"statement": n, "evidence": quote}],
+* ``judge_chunk`` -> answer ``{"supports": [{"statement": n, "evidence": quote}],
   "grade": g, "reason": "..."}``. The chunk is looked up in ``Scenario.verdicts``; the script
   names supported statements by TEXT and the server maps them to the numbers used in this
   prompt (script statements absent from the prompt are ignored; a text present twice yields
@@ -80,7 +83,8 @@ Accounting
 ----------
 ``requests`` logs every chat request (dicts with ``body``, ``headers`` (lower-cased),
 ``fault``, ``status`` (``None`` when no response was sent), plus ``path``, ``kind``
-(``"decompose"``/``"judge_chunk"``/``None``), ``key`` (messages key), ``attempt``).
+(``"decompose"``/``"judge_chunk"``/``None``), ``prompt`` (the prompt id, e.g.
+``"judge_chunk@1"``, or ``None``), ``key`` (messages key), ``attempt``).
 ``completions`` and ``served_keys`` count only clean answers: status 200 without a fault.
 ``usage`` sums the token counts of every 200 answer (faulty ones included), as a client that
 adds up ``response.usage`` would see them. All counters are guarded by one lock.
@@ -102,7 +106,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable
 
-from judge_eval.judge.prompts import quote_data
+from judge_eval.cache import canonical_json
+from judge_eval.judge.prompts import quote_data, recognise
 
 FAULT_KINDS = frozenset(
     {
@@ -146,20 +151,16 @@ LLAMACPP_SCHEMA_REFUSAL = "JSON schema conversion failed:\nUnrecognized schema: 
 JSON_OBJECT_REFUSAL = 'response_format type must be one of "text" or "json_schema", but got: json_object'
 
 
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
 def messages_key(messages: Any) -> str:
     """Canonical key of a request's ``messages``: sha256 hex of their canonical JSON (sorted
     keys, no whitespace). Keys of :attr:`ScriptedServer.served_keys`; selects faults."""
-    return hashlib.sha256(_canonical_json(messages).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(messages).encode("utf-8")).hexdigest()
 
 
 def body_key(body: Any) -> str:
     """Canonical key of a whole request body (nothing excluded): attempts are counted per
     this key, so an identical re-sent body is the next attempt of the same request."""
-    return hashlib.sha256(_canonical_json(body).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
 def estimate_tokens(chars: int) -> int:
@@ -242,18 +243,8 @@ class Fault:
 # Prompt parsing and scripted answers
 # --------------------------------------------------------------------------------------
 
-_REFERENCE = re.compile(r"<reference>\n(?P<data>.*)\n</reference>", re.S)
-_CHUNK = re.compile(r"<chunk>\n(?P<data>.*)\n</chunk>", re.S)
-_QUESTION = re.compile(r"^Question: ?(?P<q>.*)$", re.M)
-_STATEMENTS = re.compile(r"^Statements:\n(?P<block>.*?)\n\n<chunk>", re.S | re.M)
-_NUMBERED = re.compile(r"^\[(?P<n>\d+)\] ?(?P<text>.*)$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\w+")
-
-
-def _unquote(text: str, tag: str) -> str:
-    """Inverse of :func:`quote_data` (up to data that already contained ``</ tag>``)."""
-    return text.replace(f"</ {tag}>", f"</{tag}>").replace(f"< {tag}>", f"<{tag}>")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -285,52 +276,19 @@ def default_evidence(chunk: str, statement: str) -> str:
 
 @dataclass
 class _Parsed:
-    kind: str  # "decompose" | "judge_chunk"
-    reference: str = ""
-    question: str = ""
-    statements: list[str] = field(default_factory=list)
-    chunk: str = ""  # as it appears in the prompt (quoted)
+    kind: str  # the prompt's name: "decompose" | "judge_chunk"
+    prompt: str  # its id, e.g. "judge_chunk@2"
+    inputs: dict[str, Any] = field(default_factory=dict)  # what the prompt was rendered from
 
 
 def parse_prompt(messages: Any) -> _Parsed | None:
-    """Recognise judge_eval's prompts from the last user message; ``None`` if unknown."""
-    if not isinstance(messages, list):
+    """Recognise judge_eval's prompts (any shipped version) through the prompt objects that
+    render them (:func:`judge_eval.judge.prompts.recognise`); ``None`` if unknown."""
+    found = recognise(messages)
+    if found is None:
         return None
-    user = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    if not user:
-        return None
-    content = user[-1].get("content")
-    if isinstance(content, list):  # content parts
-        content = "".join(
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
-        )
-    if not isinstance(content, str):
-        return None
-    chunk = _CHUNK.search(content)
-    question = _QUESTION.search(content)
-    block = _STATEMENTS.search(content)
-    if chunk and question and block:
-        statements: list[str] = []
-        lines = block.group("block").split("\n")
-        if [ln.strip() for ln in lines] != ["(none)"]:
-            for line in lines:
-                m = _NUMBERED.match(line)
-                if m and int(m.group("n")) == len(statements) + 1:
-                    statements.append(m.group("text"))
-                elif statements:  # a statement with a line break in it
-                    statements[-1] += "\n" + line
-                else:
-                    return None
-        return _Parsed(
-            "judge_chunk",
-            question=question.group("q"),
-            statements=statements,
-            chunk=chunk.group("data"),
-        )
-    reference = _REFERENCE.search(content)
-    if reference:
-        return _Parsed("decompose", reference=reference.group("data"))
-    return None
+    prompt, inputs = found
+    return _Parsed(prompt.name, prompt.id, inputs)
 
 
 class _Script:
@@ -346,13 +304,14 @@ class _Script:
         }
 
     def decompose(self, p: _Parsed) -> dict[str, Any]:
-        key = p.reference.strip()
+        reference = p.inputs["reference"]
+        key = quote_data(reference, "reference").strip()
         if key in self.references:
             return {"statements": list(self.references[key])}
-        return {"statements": split_sentences(_unquote(p.reference, "reference"))}
+        return {"statements": split_sentences(reference)}
 
     def judge_chunk(self, p: _Parsed) -> dict[str, Any]:
-        found = self.chunks.get(p.chunk.strip())
+        found = self.chunks.get(quote_data(p.inputs["chunk"], "chunk").strip())
         if found is None:
             grade = self.scenario.default_grade
             return {"supports": [], "grade": grade, "reason": f"scripted: unknown chunk, grade {grade}"}
@@ -360,7 +319,7 @@ class _Script:
         evidence = script.evidence or {}
         wanted = {s.strip(): s for s in script.supports}
         supports = []
-        for n, text in enumerate(p.statements, start=1):
+        for n, text in enumerate(p.inputs["statements"], start=1):
             original = wanted.get(text.strip())
             if original is None:
                 continue
@@ -676,12 +635,13 @@ class ScriptedServer:
             "status": None,
             "path": path,
             "kind": None,
+            "prompt": None,
             "key": None,
             "attempt": None,
         }
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        try:  # NaN/Infinity are not JSON (and would make the canonical keys fail)
+            body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError included
             body = None
         entry["body"] = body
         with self._lock:
@@ -716,7 +676,8 @@ class ScriptedServer:
             bkey = body_key(body)
             self.attempts[bkey] += 1
             attempt = self.attempts[bkey]
-            entry.update(kind=parsed.kind if parsed else None, key=key, attempt=attempt)
+            entry.update(kind=parsed.kind if parsed else None, prompt=parsed.prompt if parsed else None, key=key,
+                         attempt=attempt)
         fault = self.fault_for(body, attempt)
         kind = fault.kind if fault else None
         with self._lock:
@@ -750,7 +711,7 @@ class ScriptedServer:
         rf_type = response_format.get("type", "text") if isinstance(response_format, dict) else "text"
         if rf_type == "json_schema" and self.refuse_json_schema:
             schema = (response_format.get("json_schema") or {}).get("schema", {})
-            message = LLAMACPP_SCHEMA_REFUSAL.format(schema=_canonical_json(schema))
+            message = LLAMACPP_SCHEMA_REFUSAL.format(schema=canonical_json(schema))
             send(400, _llamacpp_error(message))
             return
         if rf_type == "json_object" and self.refuse_json_object:
@@ -761,8 +722,8 @@ class ScriptedServer:
             return
         if parsed is None:
             send(400, _openai_error(
-                "Scripted server: the last user message is neither a decompose prompt (<reference>) "
-                "nor a judge_chunk prompt (Question/Statements/<chunk>)",
+                "Scripted server: the messages do not start with a rendering of a shipped prompt "
+                "(decompose or judge_chunk, any version)",
                 "invalid_request_error", None, "messages"))
             return
 
@@ -774,7 +735,7 @@ class ScriptedServer:
             # One extra claim, for a statement the chunk does not support (statement 1 if it
             # supports all): if the client counted it, the chunk's support would grow.
             claimed = {s["statement"] for s in answer["supports"]}
-            unsupported = [n for n in range(1, len(parsed.statements) + 1) if n not in claimed]
+            unsupported = [n for n in range(1, len(parsed.inputs["statements"]) + 1) if n not in claimed]
             target = unsupported[0] if unsupported else 1
             invented = {"statement": target, "evidence": INVENTED_EVIDENCE}
             answer = {**answer, "supports": [invented, *answer["supports"]]}
@@ -830,6 +791,10 @@ class ScriptedServer:
             self.served_keys[entry["key"]] += sign
             if self.served_keys[entry["key"]] <= 0:
                 del self.served_keys[entry["key"]]
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _content_text(content: Any) -> str:
