@@ -339,6 +339,46 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
         _fail(problem, ExitCode.JUDGE_FAILED)
 
 
+@main.command("agreement")
+@click.option("--results", "results_dir", required=True, type=click.Path(), metavar="DIR",
+              help="A results folder written by judge-eval score --out.")
+@click.option("--qrels", required=True, type=click.Path(dir_okay=False), help="Human labels: TREC qrels, JSONL or CSV/Parquet.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for people; json for tools (every statistic with n, CI and the reason when undefined).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output (replaced atomically).")
+@click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap.")
+@click.option("--columns", metavar="KEY=COL,...", help="Column mapping for a CSV/TSV/Parquet qrels file.")
+def agreement_cmd(results_dir: str, qrels: str, fmt: str, out: str | None, seed: int, columns: str | None) -> None:
+    """How far can the judge be trusted? Its agreement with human labels, for a results folder.
+
+    \b
+    Example:
+      judge-eval agreement --results results/clapnq-offline --qrels fixtures/clapnq/qrels.txt
+
+    Chunk level (kappa, weighted kappa, precision/recall of 'relevant', ROC AUC), question level
+    (Pearson, Spearman, Kendall of each judged metric with its human twin) and system level
+    (Kendall tau of the run rankings), each with n and a bootstrap CI; then each human metric
+    estimated on every question from the judge corrected by the labelled ones (prediction-powered).
+    `score --qrels` prints the same after its summary. Formulas: docs/agreement.md.
+    """
+    import json
+
+    from judge_eval.agree import agree
+    from judge_eval.atomic import check_file, write_text
+
+    def run() -> str:
+        if out:
+            check_file(out)
+        result = agree(results_dir, qrels, columns=parse_columns(columns), seed=seed)
+        return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if fmt == "json" else result.render()
+
+    text = _guard(run)
+    if out:
+        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
+    else:
+        click.echo(text)
+
+
 @main.command("compare")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(), metavar="DIR...")
 @click.option("--runs", metavar="NAME,...", help="The runs to compare, in this order (default: every run of the folders).")

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from judge_eval.metrics.missing import MissingReason
+from judge_eval.metrics.trust import Trust
 from judge_eval.run import Accounting, ErrorTolerance
 
 __all__ = ["DatasetInfo", "JudgeInfo", "MissingReason", "Results", "Settings"]
@@ -74,6 +75,8 @@ class Results:
     - ``statements``: one row per (question, statement).
     - ``judge``, ``prompts`` (name -> ``name@version``), ``dataset``, ``settings``,
       ``accounting`` (calls, cache hits, tokens, cost, errors).
+    - ``trust``: with human labels, the judge's agreement with them and the human metrics
+      estimated on every question (:class:`~judge_eval.metrics.trust.Trust`); None without.
     """
 
     summary: pd.DataFrame
@@ -86,17 +89,21 @@ class Results:
     dataset: DatasetInfo
     settings: Settings
     accounting: Accounting
+    trust: Trust | None = None
 
     @property
     def info(self) -> dict[str, Any]:
         """The typed parts as JSON-ready dictionaries (the metadata of ``summary.json``)."""
-        return {
+        info = {
             "judge": asdict(self.judge),
             "prompts": dict(self.prompts),
             "dataset": asdict(self.dataset),
             "settings": asdict(self.settings),
             "accounting": self.accounting.as_dict(),
         }
+        if self.trust is not None:
+            info["trust"] = self.trust.to_dict()
+        return info
 
     @property
     def partial(self) -> bool:

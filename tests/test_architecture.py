@@ -35,6 +35,7 @@ STAGES: dict[str, int] = {
     "judge_eval.evaluation": 11,
     "judge_eval.labelled": 11,
     "judge_eval.compare": 11,
+    "judge_eval.agree": 11,
     "judge_eval.labels": 11,
     "judge_eval.cli": 12,
     "judge_eval.testing": 12,

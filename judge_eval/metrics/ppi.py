@@ -150,6 +150,10 @@ _METHOD_PREFIX = {"human_only": "human", "ppi": "ppi", "judge_only": "judge"}
 _FIELDS = ("mean", "se", "ci_low", "ci_high")
 
 
+def _clip01(x: float) -> float:
+    return x if x != x else min(1.0, max(0.0, x))
+
+
 def ppi_table(
     per_question: pd.DataFrame,
     labelled_questions: Iterable[str],
@@ -172,6 +176,10 @@ def ppi_table(
     f is missing at random; ``ppi_n_*`` say how many remain. A labelled question where y is
     undefined (e.g. recall with no relevant label) is outside the population the human mean
     covers and is dropped too (it is not moved to U).
+
+    Every measure here lies in [0, 1], so each mean and CI bound is clipped to [0, 1] (the raw
+    normal interval can pass 1 when the labelled mean is near it); intersecting a CI with the
+    parameter's range keeps its coverage. ``se`` is left as computed.
 
     Columns: ``run``, ``human``, ``judged``, then ``human_mean``, ``human_se``,
     ``human_ci_low``, ``human_ci_high``, ``human_n``, the same for ``ppi_`` with
@@ -211,7 +219,8 @@ def ppi_table(
             row: dict[str, Any] = {"run": run, "human": human, "judged": judged}
             for method, est in estimates.items():
                 prefix = _METHOD_PREFIX[method]
-                row.update({f"{prefix}_{k}": getattr(est, k) for k in _FIELDS})
+                row.update({f"{prefix}_{k}": (getattr(est, k) if k == "se" else _clip01(getattr(est, k)))
+                            for k in _FIELDS})
                 if method == "ppi":
                     row.update(ppi_n_labelled=est.n_labelled, ppi_n_unlabelled=est.n_unlabelled)
                 else:

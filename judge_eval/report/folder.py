@@ -63,6 +63,8 @@ def report_markdown(results: "Results") -> str:
         lines.append("- **partial result**: a budget stopped the judge before every task ran")
     lines += ["", "## Summary (mean [95% bootstrap CI])", "", "```", render_by_measure(results.summary), "```", ""]
     lines += ["n = questions with a value; questions without one are counted in `missing.csv` with the reason.", ""]
+    if results.trust is not None:
+        lines += ["## How far the judge can be trusted", "", "```", results.trust.render(), "```", ""]
     return "\n".join(lines)
 
 
@@ -88,7 +90,10 @@ def report_html(results: "Results") -> str:
         + (" (approximation: offline lexical judge)" if info["judge"]["approximate"] else "")
         + f"</p><p>{html.escape(accounting_line(info))}</p>"
         f"<table><tr><th>run</th>{head}</tr>{''.join(body)}</table>"
-        "<p>mean, with the 95% bootstrap CI over questions below it.</p></body></html>\n"
+        "<p>mean, with the 95% bootstrap CI over questions below it.</p>"
+        + (f"<h2>How far the judge can be trusted</h2><pre>{html.escape(results.trust.render())}</pre>"
+           if results.trust is not None else "")
+        + "</body></html>\n"
     )
 
 

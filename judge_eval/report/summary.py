@@ -64,6 +64,8 @@ def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"
         lines.append(f"{len(measures) - len(shown)} more measures (judge-labelled hit rate, precision, recall, MRR; "
                      "human hit rate, precision, MRR) in --format csv/json and the results folder.")
     lines.append(accounting_line(info))
+    if results.trust is not None:
+        lines += ["", results.trust.render()]
     if results.partial:
         lines.append("PARTIAL RESULT: a budget stopped the judge before every task ran.")
     return "\n".join(lines)
