@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from judge_eval.compare import read_results_dir
 from judge_eval.errors import ConfigError, InputError
 from judge_eval.labels.confidence import confidence, signals
 from judge_eval.labels.spans import locate
@@ -74,19 +75,6 @@ def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
             if not isinstance(row, dict):
                 raise InputError("expected a JSON object", path=path, line=lineno)
             yield lineno, row
-
-
-def _summary(folder: Path) -> dict[str, Any]:
-    path = folder / "summary.json"
-    if not path.is_file():
-        raise InputError("missing summary.json: not a judge-eval results folder", path=folder)
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"not valid JSON ({exc})", path=path) from None
-    if not isinstance(info, dict) or not isinstance(info.get("judge"), dict):
-        raise InputError("not a judge-eval summary (no 'judge' object)", path=path, field="judge")
-    return info
 
 
 def _statements(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -193,9 +181,7 @@ def load_proposals(results: PathLike, *, order: Order = "uncertainty", limit: in
     if limit is not None and limit < 1:
         raise ConfigError(f"must be >= 1, got {limit}", option="--limit")
     folder = Path(results)
-    if not folder.is_dir():
-        raise InputError("not a results folder (expected a folder written by judge-eval score --out)", path=folder)
-    info = _summary(folder)
+    _, info = read_results_dir(folder)  # the folder's summary.json, checked
     statements = _statements(folder)
     labelled = _labelled(qrels)
     path = folder / "verdicts.jsonl"
