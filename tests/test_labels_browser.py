@@ -194,7 +194,8 @@ def test_review_with_keys_and_mouse_reload_download_import(browser, tmp_path: Pa
 def _big_results(folder: Path, n: int) -> None:
     """A results folder with ``n`` verdicts over n/10 questions, each chunk ~300 characters."""
     folder.mkdir()
-    shutil.copy(DATA / "tiny" / "summary.json", folder / "summary.json")
+    for name in ("summary.json", "per_question.csv"):
+        shutil.copy(DATA / "tiny" / name, folder / name)
     with (folder / "statements.jsonl").open("w") as st, (folder / "verdicts.jsonl").open("w") as vd:
         for q in range(n // 10):
             st.write(json.dumps({"question_id": f"q{q}", "statement": 1, "text": f"Statement one of {q}."}) + "\n")
