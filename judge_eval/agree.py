@@ -6,14 +6,13 @@ calls itself whenever labels are given to it) applied to a results folder and a 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Mapping
 
 import pandas as pd
 
-from judge_eval.compare import read_results_dir
+from judge_eval.report.folder import read_results_dir, read_verdicts
 from judge_eval.data.load import load_qrels
 from judge_eval.data.models import Chunk, Qrels, Run
 from judge_eval.errors import InputError
@@ -24,25 +23,6 @@ from judge_eval.metrics.trust import Trust, trust
 __all__ = ["Trust", "agree"]
 
 PathLike = str | os.PathLike
-
-
-def _verdicts(folder: Path) -> pd.DataFrame:
-    path = folder / "verdicts.jsonl"
-    if not path.is_file():
-        raise InputError("missing verdicts.jsonl: not a judge-eval results folder", path=folder)
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"invalid JSON ({exc})", path=path, line=lineno) from None
-            if not isinstance(row, dict) or not isinstance(row.get("runs"), dict):
-                raise InputError("expected an object with 'runs'", path=path, line=lineno, field="runs")
-            rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _runs_from_verdicts(verdicts: pd.DataFrame) -> dict[str, Run]:
@@ -64,7 +44,7 @@ def agree(results_dir: PathLike, qrels: PathLike | Qrels, *, columns: Mapping[st
     ``score``. Questions the judge did not see (no reference) have no judged values and take no
     part."""
     per_question, info = read_results_dir(results_dir)
-    verdicts = _verdicts(Path(results_dir))
+    verdicts = read_verdicts(results_dir)
     labels = qrels if isinstance(qrels, Qrels) else load_qrels(qrels, columns=columns)
     settings = info.get("settings") or {}
     ks = [int(k) for k in settings.get("ks") or []]

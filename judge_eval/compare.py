@@ -28,8 +28,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from judge_eval.errors import ConfigError, InputError
+from judge_eval.errors import ConfigError
 from judge_eval.metrics.stats import bootstrap_ci, holm, paired_difference, randomization_test
+from judge_eval.report.folder import read_results_dir
 from judge_eval.report.summary import TABLE_FAMILIES
 from judge_eval.report.tables import text_grid
 from judge_eval.results import Results
@@ -49,32 +50,6 @@ class _Source:
     label: str
     per_question: pd.DataFrame
     info: dict[str, Any]
-
-
-def read_results_dir(path: PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """``per_question.csv`` and the metadata of ``summary.json`` of a results folder; an
-    :class:`InputError` naming the file when either is missing or unreadable."""
-    folder = Path(path)
-    if not folder.is_dir():
-        raise InputError("not a results folder (expected a folder written by judge-eval score --out)", path=folder)
-    summary_path, pq_path = folder / "summary.json", folder / "per_question.csv"
-    for p in (summary_path, pq_path):
-        if not p.is_file():
-            raise InputError(f"missing {p.name}: not a judge-eval results folder", path=folder)
-    try:
-        info = json.loads(summary_path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"not valid JSON ({exc})", path=summary_path) from None
-    if not isinstance(info, dict) or not isinstance(info.get("judge"), dict):
-        raise InputError("not a judge-eval summary (no 'judge' object)", path=summary_path, field="judge")
-    try:
-        frame = pd.read_csv(pq_path, dtype={"run": str, "question_id": str}, keep_default_na=True)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read it as CSV ({exc})", path=pq_path) from None
-    for col in ("run", "question_id"):
-        if col not in frame.columns:
-            raise InputError("missing column", path=pq_path, field=col)
-    return frame, info
 
 
 def _sources(items: Sequence[PathLike | Results]) -> list[_Source]:

@@ -14,13 +14,12 @@ the question and chunk texts), ``statements.jsonl`` and ``summary.json``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
-from judge_eval.compare import read_results_dir
+from judge_eval.report.folder import iter_jsonl, read_results_dir
 from judge_eval.errors import ConfigError, InputError
 from judge_eval.labels.confidence import confidence, signals
 from judge_eval.labels.spans import locate
@@ -57,29 +56,9 @@ class Proposals:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    if not path.is_file():
-        raise InputError(f"missing {path.name}: not a judge-eval results folder", path=path.parent)
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError("not valid UTF-8", path=path, line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except ValueError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", path=path, line=lineno) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=path, line=lineno)
-            yield lineno, row
-
-
 def _statements(folder: Path) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
-    for _, row in _read_jsonl(folder / "statements.jsonl"):
+    for _, row in iter_jsonl(folder / "statements.jsonl"):
         qid = str(row.get("question_id"))
         out.setdefault(qid, [])
         if row.get("statement") is not None:
@@ -187,7 +166,7 @@ def load_proposals(results: PathLike, *, order: Order = "uncertainty", limit: in
     path = folder / "verdicts.jsonl"
     items = []
     total = skipped = 0
-    for lineno, row in _read_jsonl(path):
+    for lineno, row in iter_jsonl(path):
         total += 1
         item = _item(lineno, row, statements, path)
         if (item["question_id"], item["chunk_id"]) in labelled:

@@ -21,9 +21,12 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pandas as pd
 
 from judge_eval.atomic import check_folder, write_folder
+from judge_eval.errors import InputError
 from judge_eval.report.summary import accounting_line
 from judge_eval.report.tables import records, render_by_measure, wide
 
@@ -126,3 +129,67 @@ def write_results(results: "Results", out_dir: str | os.PathLike[str], *, force:
         (tmp / "report.html").write_text(report_html(results), "utf-8")
 
     return write_folder(out_dir, RESULT_FILES, fill, force=force)
+
+
+# ----------------------------------------------------------------------------- reading a folder back
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a results folder's JSONL file; an
+    :class:`InputError` naming the file and line for a missing file, bad UTF-8, bad JSON or a
+    line that is not an object."""
+    if not path.is_file():
+        raise InputError(f"missing {path.name}: not a judge-eval results folder", path=path.parent)
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError("not valid UTF-8", path=path, line=lineno) from None
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except ValueError as exc:
+                raise InputError(f"not valid JSON ({exc})", path=path, line=lineno) from None
+            if not isinstance(row, dict):
+                raise InputError("expected a JSON object", path=path, line=lineno)
+            yield lineno, row
+
+
+def read_verdicts(folder: str | os.PathLike[str]) -> pd.DataFrame:
+    """``verdicts.jsonl`` of a results folder as a frame (one row per judged question and chunk);
+    every row must carry ``runs`` ({run: rank})."""
+    path = Path(folder) / "verdicts.jsonl"
+    rows = []
+    for lineno, row in iter_jsonl(path):
+        if not isinstance(row.get("runs"), dict):
+            raise InputError("expected an object with 'runs'", path=path, line=lineno, field="runs")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def read_results_dir(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """``per_question.csv`` and the metadata of ``summary.json`` of a results folder; an
+    :class:`InputError` naming the file when either is missing or unreadable."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise InputError("not a results folder (expected a folder written by judge-eval score --out)", path=folder)
+    summary_path, pq_path = folder / "summary.json", folder / "per_question.csv"
+    for p in (summary_path, pq_path):
+        if not p.is_file():
+            raise InputError(f"missing {p.name}: not a judge-eval results folder", path=folder)
+    try:
+        info = json.loads(summary_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON ({exc})", path=summary_path) from None
+    if not isinstance(info, dict) or not isinstance(info.get("judge"), dict):
+        raise InputError("not a judge-eval summary (no 'judge' object)", path=summary_path, field="judge")
+    try:
+        frame = pd.read_csv(pq_path, dtype={"run": str, "question_id": str}, keep_default_na=True)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read it as CSV ({exc})", path=pq_path) from None
+    for col in ("run", "question_id"):
+        if col not in frame.columns:
+            raise InputError("missing column", path=pq_path, field=col)
+    return frame, info
