@@ -18,6 +18,12 @@ Data models (:class:`Question`, :class:`Chunk`, :class:`Run`, :class:`Qrels`, :c
 loaders (``load_dataset``, ``load_run``, ``load_qrels``, ``load_questions``, ``load_corpus``),
 labelled metrics (``evaluate_runs``), judges (``OpenAIJudge``, ``OfflineJudge``) and the
 response cache (``ResponseCache``) are importable from here. Heavy modules load on first use.
+
+Judges: the ``Judge`` protocol and its answers (``Statements``, ``ChunkVerdict``, ``Support``,
+``JudgeResponse``, ``Usage``); ``JudgeCore`` (cache, parsing, checks, repair around a
+``Transport``: ``CompletionRequest`` in, ``Completion`` out, ``Decoding``); ``register_judge``,
+``judge_names`` and ``JudgeSettings`` for judge plugins (docs/plugins.md); ``Prompt``,
+``load_prompt`` and ``select_prompts`` for prompt versions.
 """
 
 from __future__ import annotations
@@ -50,6 +56,24 @@ _LAZY = {
     "OpenAIJudge": "judge_eval.judge.openai_judge",
     "OfflineJudge": "judge_eval.judge.offline",
     "ResponseCache": "judge_eval.cache",
+    # judges: the protocol, the answers, the core and its transports, plugins, prompts
+    "Judge": "judge_eval.judge.protocol",
+    "JudgeResponse": "judge_eval.judge.protocol",
+    "Statements": "judge_eval.judge.protocol",
+    "ChunkVerdict": "judge_eval.judge.protocol",
+    "Support": "judge_eval.judge.protocol",
+    "Usage": "judge_eval.usage",
+    "JudgeCore": "judge_eval.judge.core",
+    "Transport": "judge_eval.judge.core",
+    "CompletionRequest": "judge_eval.judge.core",
+    "Completion": "judge_eval.judge.core",
+    "Decoding": "judge_eval.judge.core",
+    "register_judge": "judge_eval.judge.registry",
+    "judge_names": "judge_eval.judge.registry",
+    "JudgeSettings": "judge_eval.judge.registry",
+    "Prompt": "judge_eval.judge.prompts",
+    "load_prompt": "judge_eval.judge.prompts",
+    "select_prompts": "judge_eval.judge.prompts",
 }
 
 __all__ = [

@@ -74,14 +74,16 @@ import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Literal
+from typing import IO, Any, Literal
 from urllib.parse import quote
 
 from judge_eval._jsonpath import first_path
+from judge_eval.atomic import write_text
 from judge_eval.errors import InputError, JudgeEvalError
 from judge_eval.usage import Usage
 
@@ -282,13 +284,13 @@ class Claim:
     already released it with the answer). An inactive claim (modes ``replay`` and ``off``) does
     nothing."""
 
-    def __init__(self, cache: "ResponseCache", key: str, active: bool) -> None:
+    def __init__(self, cache: ResponseCache, key: str, active: bool) -> None:
         self.cache = cache
         self.key = key
         self.active = active
         self._beat: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> "Claim":
+    async def __aenter__(self) -> Claim:
         if self.active:
             self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
         return self
@@ -489,7 +491,7 @@ class ResponseCache:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> "ResponseCache":
+    def __enter__(self) -> ResponseCache:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -806,9 +808,7 @@ class ResponseCache:
         entries = self.entries(identity)
         lines = "".join(json.dumps(e.to_json(), ensure_ascii=False, sort_keys=True) + "\n" for e in entries)
         if isinstance(dest, (str, Path)):
-            tmp = Path(str(dest) + ".tmp")
-            tmp.write_text(lines, encoding="utf-8")
-            os.replace(tmp, dest)
+            write_text(dest, lines, option="OUT")  # a temporary sibling renamed into place
         else:
             dest.write(lines)
         return len(entries)

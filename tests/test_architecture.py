@@ -24,7 +24,9 @@ STAGES: dict[str, int] = {
     "judge_eval.judge.protocol": 2,
     "judge_eval.judge.parsing": 2,
     "judge_eval.judge.prompts": 2,
-    "judge_eval.cache": 3,
+    "judge_eval.cache": 1,  # only stage 0 (errors, usage, atomic): the cache knows no judge module
+    "judge_eval.judge.core": 4,  # the one judge path: cache, prompts, transport, repair
+    "judge_eval.judge.registry": 4,  # judge names -> factories (built-ins, plugins)
     "judge_eval.judge": 4,
     "judge_eval.plan": 5,
     "judge_eval.run": 6,

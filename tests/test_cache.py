@@ -93,7 +93,9 @@ def test_rows_are_committed_immediately_and_file_is_wal(tmp_path):
     other = sqlite3.connect(path)
     try:
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        row = other.execute("SELECT identity, prompt, request, response FROM responses WHERE key = ?", (key,)).fetchone()
+        row = other.execute(
+            "SELECT identity, prompt, request, response FROM responses WHERE key = ?", (key,)
+        ).fetchone()
     finally:
         other.close()
     assert row[0] == "openai:api.example.com/m"

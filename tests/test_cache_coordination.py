@@ -20,8 +20,8 @@ from judge_eval.cache import CacheEntry, Claim, ResponseCache, cache_key
 from judge_eval.data.load import load_dataset
 from judge_eval.errors import JudgeCallError
 from judge_eval.judge.openai_judge import OpenAIJudge
-from judge_eval.judge.prompts import load_prompt, render_decompose
-from judge_eval.judge.protocol import Statements, Usage
+from judge_eval.judge.prompts import load_prompt
+from judge_eval.judge.protocol import Usage
 from judge_eval.testing.scripted_server import Fault, Scenario, ScriptedServer
 
 from judge_helpers import offline_scenario
@@ -272,7 +272,9 @@ def write_dataset(root: Path, n_questions: int = 20, n_chunks: int = 14) -> dict
 def test_two_score_processes_on_one_cache_pay_each_task_once(tmp_path):
     paths = write_dataset(tmp_path)
     ds = load_dataset(paths["questions"], {"sys": paths["run"]}, corpus=paths["corpus"])
-    unique_chunks = {(ds.questions[q].question, c.text) for r in ds.runs.values() for q, cs in r.rankings.items() for c in cs}
+    unique_chunks = {
+        (ds.questions[q].question, c.text) for r in ds.runs.values() for q, cs in r.rankings.items() for c in cs
+    }
     n_tasks = len(ds.questions) + len(unique_chunks)
     assert n_tasks == 300
     env = dict(os.environ, OPENAI_API_KEY="sk-test")
@@ -287,7 +289,7 @@ def test_two_score_processes_on_one_cache_pay_each_task_once(tmp_path):
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]
         outs = [p.communicate(timeout=240) for p in procs]
-        for p, (_, err) in zip(procs, outs):
+        for p, (_, err) in zip(procs, outs, strict=False):
             assert p.returncode == 0, err
         assert all(r["fault"] is None and r["status"] == 200 for r in server.requests)
         assert len(server.requests) == server.completions == 300  # every unique task paid exactly once

@@ -318,7 +318,7 @@ def test_first_run_completes(first: Run) -> None:
     if a["calls"] > 0:
         assert a["prompt_tokens"] > 0 and a["completion_tokens"] > 0
     assert a["total_tokens"] == a["prompt_tokens"] + a["completion_tokens"]
-    assert first.summary["judge"]["identity"] == f"openai:127.0.0.1:{first.srv.port}/{ALIAS}"
+    assert first.summary["judge"]["identity"] == f"openai:localhost/{ALIAS}"  # no port; loopback is localhost
     assert first.posts > 0, "the server saw no chat completion request"
 
     verdicts = read_jsonl(first.out / "verdicts.jsonl")

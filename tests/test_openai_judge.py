@@ -94,7 +94,7 @@ def run_tasks(judge: OpenAIJudge, tasks=TASKS) -> dict:
             out = await asyncio.gather(*(_one(judge, t) for t in tasks), return_exceptions=True)
         finally:
             await judge.aclose()
-        return dict(zip(tasks, out))
+        return dict(zip(tasks, out, strict=False))
 
     return asyncio.run(main())
 

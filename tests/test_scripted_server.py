@@ -135,7 +135,8 @@ def test_multiline_statement_keeps_numbering():
     multi = "A statement\nwith a line break."
     chunk = "A statement with a line break. Nothing else."
     with ScriptedServer(Scenario(verdicts={chunk: ChunkScript(supports=[multi, "Last."], grade=2)})) as s:
-        v = json.loads(ask(s, render_judge_chunk(QUESTION, ["First.", multi, "Last."], chunk)).choices[0].message.content)
+        reply = ask(s, render_judge_chunk(QUESTION, ["First.", multi, "Last."], chunk))
+        v = json.loads(reply.choices[0].message.content)
     assert [x["statement"] for x in v["supports"]] == [2, 3]
 
 
@@ -167,13 +168,14 @@ def test_async_client_and_concurrency(server):
         c = aclient(server)
         refs = [f"Fact number {i}. Another fact {i}." for i in range(12)]
         rs = await asyncio.gather(
-            *(c.chat.completions.create(model="m", messages=render_decompose(x), response_format=JSON_OBJECT) for x in refs)
+            *(c.chat.completions.create(model="m", messages=render_decompose(x), response_format=JSON_OBJECT)
+              for x in refs)
         )
         await c.close()
         return refs, rs
 
     refs, rs = asyncio.run(main())
-    for ref, r in zip(refs, rs):
+    for ref, r in zip(refs, rs, strict=False):
         assert json.loads(r.choices[0].message.content)["statements"] == ref.replace(". ", ".\n").split("\n")
     assert server.completions == 12
     assert len(server.served_keys) == 12

@@ -242,7 +242,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         cuts.append((m.end(), m.end()))
     spans: list[tuple[int, int]] = []
     start = 0
-    for end, nxt in sorted(cuts) + [(len(text), len(text))]:
+    for end, resume in sorted(cuts) + [(len(text), len(text))]:
         if end < start:
             continue
         seg = text[start:end]
@@ -250,7 +250,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         seg_stripped = seg.strip()
         if seg_stripped:
             spans.append((start + lead, start + lead + len(seg_stripped)))
-        start = max(nxt, end)
+        start = max(resume, end)
     return spans
 
 

@@ -252,7 +252,9 @@ class OpenAITransport:
         if not model:
             raise ConfigError("the judge needs a model name")
         if response_format not in ("auto", *FORMAT_CHAIN):
-            raise ConfigError(f"response_format must be auto, json_schema, json_object or text, got {response_format!r}")
+            raise ConfigError(
+                f"response_format must be auto, json_schema, json_object or text, got {response_format!r}"
+            )
         if max_attempts < 1:
             raise ConfigError("max_attempts must be at least 1")
         if concurrency < 1:
@@ -514,7 +516,8 @@ class OpenAITransport:
         try:
             return await self._request(self._api_kwargs(request, fmt), acct, fmt, prompt_id)
         except _FormatRejected as rej:
-            raise JudgeCallError(f"http_{rej.status}", f"{prompt_id} via {self.identity}: {what}{rej.message}") from None
+            message = f"{prompt_id} via {self.identity}: {what}{rej.message}"
+            raise JudgeCallError(f"http_{rej.status}", message) from None
 
     async def _primary(self, request: CompletionRequest, acct: _Account) -> tuple[Any, str]:
         """Send the first-choice request, walking down the format chain on refusals."""

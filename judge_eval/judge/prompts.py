@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from string import Template
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -43,6 +43,7 @@ __all__ = [
     "Prompt",
     "PromptSelection",
     "Task",
+    "all_prompts",
     "available_prompts",
     "format_statements",
     "load_prompt",
@@ -355,7 +356,9 @@ def _load(name: str, version: str) -> Prompt:
                     task=task)
     used = _placeholders(prompt.system) | _placeholders(prompt.user)
     if used != task.placeholders:
-        raise ValueError(f"prompt file {filename}: placeholders {sorted(used)}, the task has {sorted(task.placeholders)}")
+        raise ValueError(
+            f"prompt file {filename}: placeholders {sorted(used)}, the task has {sorted(task.placeholders)}"
+        )
     return prompt
 
 
@@ -374,7 +377,7 @@ def load_prompt(name: str, version: str | None = None) -> Prompt:
 
 #: What :func:`select_prompts` accepts: ``{"judge_chunk": "2"}`` (or ``"judge_chunk@2"``, or a
 #: Prompt, as the value), or ids ``["judge_chunk@2"]``; None for the defaults.
-PromptSelection = Union[Mapping[str, Union[str, Prompt]], Iterable[Union[str, Prompt]], None]
+PromptSelection = Mapping[str, str | Prompt] | Iterable[str | Prompt] | None
 
 
 def select_prompts(selection: PromptSelection = None) -> dict[str, Prompt]:

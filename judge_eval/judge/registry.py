@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from judge_eval.cache import CacheMode, ResponseCache
 from judge_eval.errors import ConfigError
@@ -76,12 +76,14 @@ class JudgeSettings:
             return None
         if self._opened is None:
             cache = self.cache
-            opened = cache if not isinstance(cache, (str, os.PathLike)) else ResponseCache(Path(cache), mode=self.cache_mode)
+            opened = cache if not isinstance(cache, (str, os.PathLike)) else ResponseCache(
+                Path(cache), mode=self.cache_mode
+            )
             check = getattr(opened, "check", None)
             if check is not None:
                 check()
             self._opened = opened
-        return self._opened  # type: ignore[no-any-return]
+        return self._opened
 
     def namespace(self) -> str | None:
         """``judge_id`` stripped; ConfigError (``--judge-id``) when it is blank."""
@@ -94,7 +96,7 @@ class JudgeSettings:
 
 
 #: A factory: the run's settings -> a Transport (wrapped in the judge core) or a complete Judge.
-JudgeFactory = Callable[[JudgeSettings], Union[Transport, Judge]]
+JudgeFactory = Callable[[JudgeSettings], Transport | Judge]
 
 _lock = threading.Lock()
 _registered: dict[str, JudgeFactory] = {}
@@ -149,7 +151,7 @@ def judge_factory(name: str) -> JudgeFactory:
                           option="--judge") from None
     if not callable(loaded):
         raise ConfigError(f"the judge plugin {name!r} ({ep.value}) is not a factory (not callable)", option="--judge")
-    return loaded  # type: ignore[no-any-return]
+    return loaded
 
 
 def create_judge(name: str, settings: JudgeSettings | None = None) -> Judge:

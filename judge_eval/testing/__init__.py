@@ -10,8 +10,8 @@ from __future__ import annotations
 from judge_eval.testing.scripted_server import (
     ChunkScript,
     Fault,
-    ScriptedServer,
     Scenario,
+    ScriptedServer,
     body_key,
     messages_key,
 )

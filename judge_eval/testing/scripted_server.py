@@ -102,9 +102,10 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any
 
 from judge_eval.cache import canonical_json
 from judge_eval.judge.prompts import quote_data, recognise
@@ -229,7 +230,7 @@ class Fault:
             return True
         if self.share <= 0.0:
             return False
-        digest = hashlib.sha256(f"{server_seed}:{self.seed}:{key}".encode("utf-8")).digest()
+        digest = hashlib.sha256(f"{server_seed}:{self.seed}:{key}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2.0**64 < self.share
 
     def applies_to(self, kind: str | None) -> bool:
@@ -344,13 +345,14 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
-    owner: "ScriptedServer"
+    owner: ScriptedServer
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "judge-eval-scripted/1"
     server: _HTTPServer
+    _headers_buffer: list[bytes]  # BaseHTTPRequestHandler's own, written directly below
 
     def log_message(self, format: str, *args: Any) -> None:  # silence stderr
         pass
@@ -537,7 +539,7 @@ class ScriptedServer:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> "ScriptedServer":
+    def start(self) -> ScriptedServer:
         if self._httpd is not None:
             return self
         self._closing.clear()
@@ -571,7 +573,7 @@ class ScriptedServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -664,7 +666,8 @@ class ScriptedServer:
             return ok
 
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            send(400, _openai_error("Request body must be a JSON object with 'messages'", "invalid_request_error", None))
+            send(400, _openai_error("Request body must be a JSON object with 'messages'",
+                                    "invalid_request_error", None))
             return
         if self.api_key is not None and entry["headers"].get("authorization") != f"Bearer {self.api_key}":
             send(401, _openai_error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
@@ -704,7 +707,8 @@ class ScriptedServer:
             send(status, _openai_error(message, type_, code), headers)
             return
         if body.get("stream"):
-            send(400, _openai_error("stream=true is not supported by the scripted server", "invalid_request_error", None, "stream"))
+            send(400, _openai_error("stream=true is not supported by the scripted server",
+                                    "invalid_request_error", None, "stream"))
             return
 
         response_format = body.get("response_format") or {}
@@ -718,7 +722,8 @@ class ScriptedServer:
             send(400, _llamacpp_error(JSON_OBJECT_REFUSAL))
             return
         if rf_type not in ("text", "json_object", "json_schema"):
-            send(400, _openai_error(f"Invalid response_format type {rf_type!r}", "invalid_request_error", None, "response_format"))
+            send(400, _openai_error(f"Invalid response_format type {rf_type!r}",
+                                    "invalid_request_error", None, "response_format"))
             return
         if parsed is None:
             send(400, _openai_error(
