@@ -585,7 +585,7 @@ class OpenAIJudge(JudgeCore):
     """The judge core (:class:`~judge_eval.judge.core.JudgeCore`) with an :class:`OpenAITransport`,
     built from one set of options.
 
-    Parameters: those of :class:`OpenAITransport`, plus ``cache`` (a :class:`ResponseCache`;
+    Parameters: ``model`` and the options of :class:`OpenAITransport`, plus ``cache`` (a :class:`ResponseCache`;
     None: no caching, no format memory across runs), ``temperature``, ``top_p``, ``seed``,
     ``max_tokens`` (decoding parameters, all part of the cache key; the seed sent for sample ``s``
     is ``seed + s``, so repeated samples can differ) and ``prompts`` (the prompt versions,
@@ -598,41 +598,23 @@ class OpenAIJudge(JudgeCore):
         self,
         model: str,
         *,
-        base_url: str | None = None,
-        api_key: str | None = None,
         cache: ResponseCache | None = None,
         temperature: float = 0.0,
+        top_p: float | None = None,
         seed: int | None = 0,
         max_tokens: int = 1024,
-        timeout: float = 60.0,
-        max_attempts: int = 5,
-        concurrency: int = 8,
-        namespace: str | None = None,
-        max_retry_wait: float = 60.0,
-        retry_base_wait: float = 1.0,
-        top_p: float | None = None,
-        response_format: ResponseFormatChoice = "auto",
         prompts: PromptSelection = None,
+        **transport: Any,
     ) -> None:
-        transport = OpenAITransport(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            cache=cache,
-            timeout=timeout,
-            max_attempts=max_attempts,
-            concurrency=concurrency,
-            namespace=namespace,
-            max_retry_wait=max_retry_wait,
-            retry_base_wait=retry_base_wait,
-            response_format=response_format,
-        )
+        """``transport``: the keyword options of :class:`OpenAITransport` (``base_url``,
+        ``api_key``, ``timeout``, ``max_attempts``, ``concurrency``, ``namespace``,
+        ``max_retry_wait``, ``retry_base_wait``, ``response_format``)."""
         super().__init__(
-            transport,
+            OpenAITransport(model, cache=cache, **transport),
             cache=cache,
             prompts=prompts,
             decoding=Decoding(temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens),
-            namespace=namespace,
+            namespace=transport.get("namespace"),
         )
 
     def __repr__(self) -> str:
