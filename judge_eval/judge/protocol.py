@@ -73,7 +73,9 @@ class JudgeResponse(Generic[T]):
 
 
 class Judge(Protocol):
-    """The interface the planner drives. Implementations: ``OpenAIJudge``, ``OfflineJudge``."""
+    """The interface the runner drives. Implementations: :class:`~judge_eval.judge.core.JudgeCore`
+    around a transport (``OpenAIJudge``, ``OfflineJudge``, plugins: docs/plugins.md), or any
+    object with these members."""
 
     #: who judged, as recorded in results and cache rows: e.g. ``"openai:api.openai.com/gpt-4o-mini"``
     #: or ``"offline:v1"``. Never contains secrets.
