@@ -37,6 +37,7 @@ STAGES: dict[str, int] = {
     "judge_eval.evaluation": 11,
     "judge_eval.labelled": 11,
     "judge_eval.compare": 11,
+    "judge_eval.audit": 11,  # nightly audits: may import everything below (evaluation, compare, report)
     "judge_eval.agree": 11,
     "judge_eval.labels": 11,
     "judge_eval.cli": 12,

@@ -1,0 +1,250 @@
+"""``run_audit()``: one nightly audit, start to end. Orchestration only:
+
+    config.py (checked config) -> run commands -> evaluate() (judge + cache) -> canary.py
+    (re-judged without cache) -> gate.py (floors, baseline, Holm) -> history.py (one
+    transaction) -> the audit folder (results files, audit.json, report.md, report.html)
+
+Everything that can be checked before work is paid for is checked first: the config, the
+history file, the output folder, the canary file and a pinned baseline id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from judge_eval.atomic import check_file, check_folder, write_folder
+from judge_eval.audit.canary import CanaryResult, load_pairs, run_canary
+from judge_eval.audit.config import AuditConfig, RunSpec, load_config
+from judge_eval.audit.gate import Baseline, baseline_values, choose_baseline, run_gate, signature
+from judge_eval.audit.history import History, HistoryError
+from judge_eval.audit.report import render_markdown
+from judge_eval.errors import ConfigError, ExitCode, InputError
+from judge_eval.report.folder import RESULT_FILES, _clean, write_results
+from judge_eval.results import Results
+
+__all__ = ["AUDIT_FILES", "Audit", "run_audit"]
+
+SCHEMA = "judge-eval/audit@1"
+#: the files of an audit folder
+AUDIT_FILES = (*RESULT_FILES, "audit.json")
+
+
+@dataclass
+class Audit:
+    """The outcome of :func:`run_audit`: ``document`` is ``audit.json``; ``exit_code`` the
+    command's exit status (0 pass, 1 regression, 3 judge failed); ``folder`` the audit folder."""
+
+    document: dict[str, Any]
+    results: Results
+    folder: Path
+
+    @property
+    def exit_code(self) -> int:
+        return int(self.document["exit_code"])
+
+    @property
+    def id(self) -> str:
+        return str(self.document["id"])
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_audit_id(t: datetime) -> str:
+    return t.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("judge-eval")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+# ----------------------------------------------------------------------------- run commands
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def run_command(spec: RunSpec, cwd: Path) -> None:
+    """Run ``spec.command`` with the shell in ``cwd``; it must write ``spec.file`` within
+    ``spec.timeout`` seconds (else an InputError naming ``runs.NAME.command``; on timeout its
+    whole process group is killed)."""
+    key = f"runs.{spec.name}.command"
+    before = _stamp(spec.file)
+    env = {**os.environ, "JUDGE_EVAL_RUN_FILE": str(spec.file), "JUDGE_EVAL_RUN_NAME": spec.name}
+    proc = subprocess.Popen(spec.command or "", shell=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=spec.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise InputError(f"did not finish within {spec.timeout:g} s (runs.{spec.name}.timeout); it was killed",
+                         field=key) from None
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    tail = " | ".join(output.decode("utf-8", "replace").strip().splitlines()[-3:])
+    if proc.returncode != 0:
+        raise InputError(f"exited with status {proc.returncode}" + (f": {tail}" if tail else ""), field=key)
+    after = _stamp(spec.file)
+    if after is None or after == before:
+        raise InputError(f"finished but did not write {spec.file} (runs.{spec.name}.file)", field=key)
+
+
+# ----------------------------------------------------------------------------- the audit
+
+
+def _judge_kwargs(cfg: AuditConfig, progress: bool) -> dict[str, Any]:
+    return dict(judge=cfg.judge, model=cfg.model, base_url=cfg.base_url, judge_id=cfg.judge_id,
+                prompts=cfg.prompts, cache=cfg.cache_path, cache_mode=cfg.cache_mode, concurrency=cfg.concurrency,
+                samples=cfg.samples, timeout=cfg.timeout, budget=cfg.budget, pricing=cfg.pricing, seed=cfg.seed,
+                progress=progress)
+
+
+def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.PathLike[str] | None = None,
+              progress: bool = False, echo: Callable[[str], None] | None = None) -> Audit:
+    """Run one audit (docs/audit.md) and return it; ``exit_code`` says pass (0), regression (1)
+    or judge failure (3). Errors before the audit could be judged raise (ConfigError or
+    InputError: exit 2, nothing recorded or written). ``out``: the audit folder (default
+    ``output.dir/<audit id>``). ``echo``: where to say what is happening (e.g. a run command)."""
+    from judge_eval.evaluation import evaluate
+
+    cfg = config if isinstance(config, AuditConfig) else load_config(config)
+    say = echo or (lambda _: None)
+    started = _now()
+    audit_id = new_audit_id(started)
+    folder = Path(out) if out is not None else cfg.output_dir / audit_id
+    # -- checks before any work
+    history = History(cfg.history, create=True)
+    if cfg.history.exists():
+        history.check()
+    else:
+        check_file(cfg.history, option="history.path")
+    check_folder(folder, AUDIT_FILES, option="--out" if out is not None else "output.dir")
+    pinned = None
+    if cfg.baseline_mode == "pinned" and cfg.baseline_id is not None:
+        if not cfg.history.exists():
+            raise ConfigError(f"no audit {cfg.baseline_id!r}: there is no history at {cfg.history} yet",
+                              option="baseline.id")
+        try:
+            pinned = history.resolve(cfg.baseline_id)
+        except HistoryError as exc:
+            raise ConfigError(exc.message, option="baseline.id") from None
+    pairs = None
+    if cfg.canary is not None:
+        from judge_eval.data.load import load_questions
+
+        questions = load_questions(cfg.data, columns=cfg.columns)
+        pairs = load_pairs(cfg.canary.pairs, questions)
+
+    # -- the runs and the judge
+    for spec in cfg.runs.values():
+        if spec.command:
+            say(f"run {spec.name}: {spec.command}")
+            run_command(spec, cfg.path.parent)
+    judge_kwargs = _judge_kwargs(cfg, progress)
+    results = evaluate(cfg.data, {name: spec.file for name, spec in cfg.runs.items()}, cfg.qrels, corpus=cfg.corpus,
+                       columns=cfg.columns, ks=cfg.ks, **judge_kwargs)
+    canary: CanaryResult | None = None
+    if cfg.canary is not None and pairs is not None:
+        say(f"canary: re-judging {len(pairs)} human-labelled pairs without the cache")
+        canary = run_canary(pairs, judge_kwargs, statistic=cfg.canary.statistic, floor=cfg.canary.floor,
+                            previous=history.last_canary() if cfg.history.exists() else (None, []))
+
+    # -- the gate
+    info = results.info
+    current = signature(info["judge"]["identity"], info["prompts"], info["dataset"]["questions_fingerprint"],
+                        info["settings"])
+    audits = history.audits() if cfg.history.exists() else []
+    rows, notes = choose_baseline(audits, current, cfg.baseline_mode, pinned=pinned, last=cfg.baseline_last)
+    baseline = None
+    if rows:
+        ids = [r["id"] for r in rows]
+        values = baseline_values(history.question_values(ids, cfg.check), cfg.baseline_mode)
+        baseline = Baseline(mode=cfg.baseline_mode, ids=ids, started=[r["started"] for r in rows], values=values)
+        missing_runs = sorted(set(cfg.runs) - set(values["run"]))
+        if missing_runs:
+            notes.append(f"no baseline for run{'s' * (len(missing_runs) != 1)} {', '.join(missing_runs)} "
+                         "(new in this audit): only floors were checked for it")
+    gate = run_gate(results.per_question, results.summary, baseline, check=cfg.check, floors=cfg.floors,
+                    max_drops=cfg.max_drops, alpha=cfg.alpha, n_perm=cfg.n_perm, seed=cfg.seed,
+                    n_boot=results.settings.n_boot)
+    if not cfg.max_drops and baseline is not None:
+        notes.append("no max_drop is configured (thresholds.default_max_drop or thresholds.max_drop): "
+                     "only floors were checked")
+    judge_failure = results.judge_failure(cfg.tolerance)
+    if judge_failure or (canary is not None and canary.drift):
+        verdict, code = "judge_failed", ExitCode.JUDGE_FAILED
+    elif gate.regressions:
+        verdict, code = "regression", ExitCode.REGRESSION
+    else:
+        verdict, code = "pass", ExitCode.OK
+
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "id": audit_id, "started": _iso(started), "finished": _iso(_now()),
+        "verdict": verdict, "exit_code": int(code), "headline": [], "notes": notes,
+        "config": {"path": str(cfg.path), "hash": cfg.hash}, "package_version": package_version(),
+        "judge": info["judge"], "prompts": info["prompts"], "dataset": info["dataset"],
+        "settings": info["settings"],
+        "baseline": baseline.describe() if baseline else None,
+        "gate": {"alpha": cfg.alpha, "n_perm": cfg.n_perm, "seed": cfg.seed, "correction": "holm",
+                 "family_size": gate.family_size},
+        "checks": gate.checks,
+        "regressions": [{"run": c["run"], "metric": c["metric"]} for c in gate.regressions],
+        "accounting": info["accounting"], "judge_failure": judge_failure,
+        "canary": canary.to_dict() if canary else None, "trust": info.get("trust"),
+        "files": {"results": [f for f in RESULT_FILES if not f.startswith("report.")], "report_md": "report.md",
+                  "report_html": "report.html"},
+    }
+    doc = _clean(doc)
+    from judge_eval.audit.report import headline
+
+    doc["headline"] = headline(doc)
+    # -- record, then write the folder
+    history.record(doc, results.per_question, results.summary, canary.items if canary else ())
+    html = _html_renderer()
+
+    def fill(tmp: Path) -> None:
+        write_results(results, tmp)
+        (tmp / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                                        "utf-8")
+        (tmp / "report.md").write_text(render_markdown(doc), "utf-8")
+        if html is not None:
+            (tmp / "report.html").write_text(html(doc, tmp), "utf-8")
+
+    write_folder(folder, AUDIT_FILES, fill, option="--out" if out is not None else "output.dir")
+    return Audit(document=doc, results=results, folder=folder)
+
+
+def _html_renderer() -> Callable[[dict[str, Any], Path], str] | None:
+    """The audit renderer of ``judge_eval.report.html`` (``render_audit(document, folder)``)
+    when that module offers one; None otherwise (the results folder's report.html stays)."""
+    try:
+        from judge_eval.report import html as html_mod  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    fn = getattr(html_mod, "render_audit", None)
+    return fn if callable(fn) else None
