@@ -523,6 +523,142 @@ def labels_import(file: str, out: str, provenance: str | None, accept_unreviewed
     click.echo(report.render())
 
 
+# ----------------------------------------------------------------------------- audit
+
+
+@main.group("audit", invoke_without_command=True)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The audit config (TOML; `judge-eval audit init` writes a commented example).")
+@click.option("--out", type=click.Path(), metavar="DIR",
+              help="The audit folder (default: output.dir/<audit id> of the config). Checked before any judge call.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.pass_context
+def audit(ctx: click.Context, config_path: str | None, out: str | None, progress: bool | None) -> None:
+    """Nightly audit: score every run, gate against floors and a baseline, record the history.
+
+    \b
+    Example:
+      judge-eval audit init                 # writes audit.toml to edit
+      judge-eval audit --config audit.toml
+
+    The first lines say whether it passed and which run, metric and questions regressed.
+    Exit status: 0 pass; 1 a metric regressed (below its floor, or a significant drop larger
+    than allowed against the baseline); 2 bad config or input (nothing written or recorded);
+    3 more judge errors than judge.max_errors, a budget reached, or judge drift on the canary.
+    Every audit with status 0, 1 or 3 is recorded in the history. Details: docs/audit.md.
+    """
+    if ctx.invoked_subcommand is not None:
+        if config_path or out:
+            _fail(f"--config and --out belong to `judge-eval audit`, not to `audit {ctx.invoked_subcommand}`")
+        return
+    if not config_path:
+        _fail("--config: give the audit config file (judge-eval audit init writes an example)")
+    from judge_eval.audit import run_audit
+    from judge_eval.audit.report import render_text
+
+    result = _guard(lambda: run_audit(config_path, out=out,
+                                      progress=sys.stderr.isatty() if progress is None else progress))
+    click.echo(render_text(result.document))
+    click.echo(f"\naudit {result.id} written to {str(result.folder).rstrip('/')}/ and recorded in the history",
+               err=True)
+    if result.exit_code:
+        sys.exit(result.exit_code)
+
+
+@audit.command("init")
+@click.option("--out", "out_file", default="audit.toml", show_default=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="Where to write the example config.")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
+def audit_init(out_file: str, force: bool) -> None:
+    """Write a commented example audit config to edit."""
+    from judge_eval.atomic import write_text
+    from judge_eval.audit import EXAMPLE
+
+    if Path(out_file).exists() and not force:
+        _fail(f"--out: {out_file} exists; choose another file or add --force to replace it")
+    _guard(lambda: write_text(out_file, EXAMPLE))
+    click.echo(f"example audit config written to {out_file}; edit it, then: judge-eval audit --config {out_file}",
+               err=True)
+
+
+@main.group("history")
+def history() -> None:
+    """The audit history: list audits, show one, follow a metric over time."""
+
+
+def _history_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--history", "history_path", type=click.Path(dir_okay=False), metavar="PATH",
+                     help="The history file (default: history.path of --config)."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+                     help="An audit config: its history.path is read."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _open_history(history_path: str | None, config_path: str | None):
+    from judge_eval.audit import History, load_config
+
+    if history_path:
+        return History(history_path)
+    if config_path:
+        return History(load_config(config_path).history)
+    raise ConfigError("give the history file (--history PATH) or the audit config (--config FILE)", option="--history")
+
+
+@history.command("list")
+@_history_options
+@click.option("--limit", type=_POSITIVE_INT, help="Only the newest N audits.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table for people, json for tools.")
+def history_list(history_path: str | None, config_path: str | None, limit: int | None, fmt: str) -> None:
+    """Every recorded audit, newest first: id, time, verdict, judge, dataset, baseline."""
+    import json
+
+    from judge_eval.audit.report import render_history
+
+    rows = _guard(lambda: _open_history(history_path, config_path).audits(limit=limit))
+    click.echo(json.dumps(rows, indent=2) if fmt == "json" else render_history(rows))
+
+
+@history.command("show")
+@click.argument("audit_id", metavar="ID")
+@_history_options
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True, help="table: as the audit printed it; markdown: its report.md; json: its audit.json.")
+def history_show(audit_id: str, history_path: str | None, config_path: str | None, fmt: str) -> None:
+    """One audit (ID or a unique prefix of it): its verdict, checks, baseline and canary."""
+    import json
+
+    from judge_eval.audit.report import render_markdown, render_text
+
+    doc = _guard(lambda: _open_history(history_path, config_path).document(audit_id))
+    click.echo(json.dumps(doc, indent=2, ensure_ascii=False) if fmt == "json"
+               else render_markdown(doc) if fmt == "markdown" else render_text(doc))
+
+
+@history.command("trend")
+@click.argument("metric")
+@_history_options
+@click.option("--run", "run_name", metavar="NAME", help="Only this run (default: every run).")
+@click.option("--limit", type=_POSITIVE_INT, help="Only the newest N audits.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table for people; csv and json for tools and plots.")
+def history_trend(metric: str, history_path: str | None, config_path: str | None, run_name: str | None,
+                  limit: int | None, fmt: str) -> None:
+    """METRIC over the recorded audits, oldest first: value, 95% CI and n per run."""
+    from judge_eval.audit.report import render_trend
+
+    frame = _guard(lambda: _open_history(history_path, config_path).trend(metric, run=run_name, limit=limit))
+    if fmt == "csv":
+        click.echo(frame.to_csv(index=False).rstrip("\n"))
+    elif fmt == "json":
+        click.echo(frame.to_json(orient="records", indent=2))
+    else:
+        click.echo(render_trend(frame, metric))
+
+
 # ----------------------------------------------------------------------------- cache
 
 
