@@ -169,7 +169,7 @@ def test_offline_judge_scores_the_full_clapnq_fixture_end_to_end(tmp_path: Path)
     judged = {run: rows[(run, "context_recall@5")]["mean"] for run in ("bm25", "dense", "hybrid")}
     assert max(human, key=human.get) == max(judged, key=judged.get)
     assert min(human, key=human.get) == min(judged, key=judged.get) == "bm25"
-    assert summary["judge"] == {"identity": "offline:v1", "approximate": True}
+    assert summary["judge"] == {"identity": "offline:v2", "approximate": True}
     assert summary["accounting"]["calls"] == 0 and summary["accounting"]["errors"] == 0
 
 

@@ -180,7 +180,7 @@ def test_transport_key_fields_may_not_override_the_cores() -> None:
 
 def test_the_offline_judge_goes_through_the_core_without_a_cache() -> None:
     judge = OfflineJudge(prompts=["judge_chunk@2"])
-    assert judge.cache is None and judge.approximate and judge.identity == "offline:v1"
+    assert judge.cache is None and judge.approximate and judge.identity == "offline:v2"
     assert judge.prompts["judge_chunk"].id == "judge_chunk@2"
     r = run(judge.judge_chunk("How tall?", STATEMENTS, CHUNK, sample=3))
     assert isinstance(r.value, ChunkVerdict) and (r.calls, r.usage, r.cache_hit) == (0, Usage(), False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import random
 
@@ -37,7 +39,7 @@ def judge(statements: list[str], chunk: str = CHUNK, question: str = QUESTION) -
 
 def test_identity_and_accounting():
     j = OfflineJudge()
-    assert j.identity == "offline:v1"
+    assert j.identity == "offline:v2"
     assert j.approximate is True
     r1 = asyncio.run(j.decompose("The fee is 2%."))
     r2 = asyncio.run(j.judge_chunk("q?", ["The fee is 2%."], "The fee is 2%."))
@@ -208,3 +210,64 @@ def test_evidence_always_passes_verify():
         assert vv.fuzzy == frozenset()
         n_supports += len(v.supports)
     assert n_supports > 300  # the check is not vacuous
+
+
+# --- offline:v2 fixes, each from a small real-looking case ----------------------------------------
+
+
+def _supported(question: str, statement: str, chunk: str) -> list[str]:
+    """The evidence quotes the offline judge gives for one statement (empty: not supported)."""
+    from judge_eval.judge.offline import judge_text
+
+    return [s.evidence for s in judge_text(question, [statement], chunk).supports]
+
+
+def test_support_is_decided_on_the_quoted_evidence_not_the_whole_chunk() -> None:
+    statement = "The foreclosure charge on floating-rate home loans is 2%."
+    # the statement's words are spread over the first and third sentence: no quote carries them
+    # (the whole chunk has 5 of its 7 content words, which offline:v1 counted as support)
+    chunk = ("The foreclosure charge is 2% of the principal. Branches open at 9:30 am. "
+             "Home loans taken by individuals qualify.")
+    assert _supported("Foreclosure charge?", statement, chunk) == []
+    # two adjacent sentences together do carry it, and the quote is exactly those two
+    chunk = "The foreclosure charge is 2% of the principal. It applies to floating-rate home loans."
+    assert _supported("Foreclosure charge?", statement, chunk) == [chunk]
+    # one sentence carries it: the quote is that sentence, not a pair
+    chunk = "Branches open at 9:30 am. Floating-rate home loans carry a foreclosure charge of 2%. Call us."
+    assert _supported("Foreclosure charge?", statement, chunk) == [
+        "Floating-rate home loans carry a foreclosure charge of 2%."]
+
+
+@pytest.mark.parametrize(("answer", "chunk", "supported"), [
+    ("No.", "The annual fee is not waived for students.", True),
+    ("No.", "Students get the annual fee waived.", False),
+    ("No.", "No annual fee applies to premium cards.", False),  # a "no" about something else
+    ("Yes.", "Students get the annual fee waived.", True),
+    ("Yes.", "The annual fee is not waived for students.", False),
+    ("Yes", "Yes, we answer every call within a day.", False),  # a "yes" about something else
+])
+def test_a_bare_yes_or_no_needs_the_questions_claim_with_that_polarity(answer, chunk, supported) -> None:
+    assert bool(_supported("Is the annual fee waived for students?", answer, chunk)) is supported
+
+
+def test_a_leading_yes_or_no_is_not_a_word_to_match() -> None:
+    # "No, ..." with the claim after it: the claim decides, not a stray "no" in the chunk
+    assert _supported("Is the card free abroad?", "No, the card is not free abroad.",
+                      "The card is not free abroad.") == ["The card is not free abroad."]
+
+
+def test_currency_amounts_are_not_matched_by_bare_numbers() -> None:
+    chunk = "Payments are processed within 20 minutes. The late fee is charged once."
+    assert _supported("What is the late fee?", "The late fee is $20.", chunk) == []
+    assert _supported("What is the late fee?", "The late fee is $20.", "The late fee is $20 per month.") == [
+        "The late fee is $20 per month."]
+    assert _supported("What is the late fee?", "The late fee is £20.", "The late fee is $20 per month.") == []
+
+
+def test_morphological_variants_share_a_stem() -> None:
+    from judge_eval.judge.offline import stem
+
+    assert stem("impressionist") == stem("impressionism") == stem("impressionists") == "impression"
+    assert stem("artist") == "artist" and stem("list") == "list"  # too short to strip
+    assert _supported("Which movement?", "Monet was an impressionist painter.",
+                      "Monet was a founder of French Impressionism painting.") != []

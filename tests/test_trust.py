@@ -38,7 +38,9 @@ def test_score_with_qrels_reports_agreement_everywhere(scored) -> None:
     from judge_eval.report.summary import render_score_summary
 
     text = render_score_summary(results)
-    assert "Judge vs human agreement" in text and "cohen_kappa" in text
+    kappa = results.trust.agreement.chunk.set_index("statistic").loc["cohen_kappa", "value"]
+    assert f"judge vs humans on {results.trust.agreement.counts.pairs} labelled chunks: kappa {kappa:.3f}" in text
+    assert "  context_recall@5 vs recall@5  r " in text and "Kendall tau of the order of the runs" in text
 
 
 def test_the_agreement_command_on_a_folder_equals_what_score_computed(scored) -> None:

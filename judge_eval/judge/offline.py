@@ -3,7 +3,7 @@
 No network, no model download, no randomness: the same inputs always give the same verdicts. It
 exists so the tool runs anywhere (demos, CI, smoke tests). Its numbers are an approximation of
 what an LLM judge would say, and every report labels them so (``approximate = True``,
-``identity = "offline:v1"``). Change any rule below and the identity's version must change.
+``identity = "offline:v2"``). Change any rule below and the identity's version must change.
 
 Text processing (shared by both calls):
 
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import NamedTuple
 
 from judge_eval.judge.core import Completion, CompletionRequest, JudgeCore
 from judge_eval.judge.prompts import PromptSelection
@@ -109,7 +110,8 @@ ABBREVIATIONS: frozenset[str] = frozenset(
     """.split()
 )
 
-_TOKEN = re.compile(r"[^\W_]+(?:[-_/.:,'\u2019][^\W_]+)*%?")
+_CURRENCY = "$\u20ac\u00a3\u00a5"  # $ € £ ¥
+_TOKEN = re.compile(r"[" + _CURRENCY + r"]?[^\W_]+(?:[-_/.:,'\u2019][^\W_]+)*%?")
 _JOINERS = re.compile(r"[-_/.:,'\u2019]")
 _CODE_PARTS = re.compile(r"[-_/:]")
 _SENT_END = re.compile(r"[.!?]+[\"'\u2019\u201d)\]]*(?=\s)")
@@ -128,7 +130,9 @@ def stem(word: str) -> str:
     2. the first of ``-ing``, ``-ed`` (leaving >= 3 letters) or ``-ly`` (leaving >= 4) is
        dropped, and then a doubled final consonant other than l, s, z is undoubled
        (stopped -> stop, monthly -> month);
-    3. a final ``-e`` is dropped when >= 3 letters remain (charge -> charg, fee stays).
+    3. ``-ism`` or ``-ist`` is dropped when >= 5 letters remain, and nothing else is done
+       (impressionism, impressionists -> impression; artist, list stay);
+    4. else a final ``-e`` is dropped when >= 3 letters remain (charge -> charg, fee stays).
     """
     w = word
     if len(w) > 4 and (w.endswith("ies") or w.endswith("ied")):
@@ -143,6 +147,9 @@ def stem(word: str) -> str:
             if len(w) >= 2 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
                 w = w[:-1]
             break
+    for suffix in ("ism", "ist"):  # impressionism, impressionist -> impression
+        if w.endswith(suffix) and len(w) - len(suffix) >= 5:
+            return w[: -len(suffix)]
     if w.endswith("e") and len(w) >= 4:
         w = w[:-1]
     return w
@@ -199,6 +206,7 @@ def exact_tokens(text: str, *, with_parts: bool = False) -> frozenset[str]:
                 if piece:
                     out.add(piece)
                     out.add(piece.rstrip("%"))
+                    out.add(piece.lstrip(_CURRENCY))
     out.discard("")
     return frozenset(out)
 
@@ -282,23 +290,78 @@ def decompose_text(reference: str) -> list[str]:
     return statements
 
 
+_POLARITY = frozenset({"yes", "no"})
+
+
+class _Span(NamedTuple):
+    """A candidate evidence span of a chunk: offsets, content words (with the parts of exact
+    tokens), exact tokens, and whether it is a single sentence."""
+
+    start: int
+    end: int
+    words: frozenset[str]
+    exact: frozenset[str]
+    single: bool
+
+
+def _evidence_spans(chunk: str) -> list[_Span]:
+    """Candidate evidence: every sentence of the chunk, then every two adjacent sentences (as
+    one verbatim substring), in that order."""
+    sentences = sentence_spans(chunk)
+    pairs = [(a[0], b[1]) for a, b in zip(sentences, sentences[1:])]
+    out = []
+    for i, (start, end) in enumerate(sentences + pairs):
+        exact = exact_tokens(chunk[start:end], with_parts=True)
+        out.append(_Span(start, end, content_words(chunk[start:end]) | exact, exact, i < len(sentences)))
+    return out
+
+
+def _support_span(words: frozenset[str], exact: frozenset[str], spans: list[_Span]) -> _Span | None:
+    """The span that carries a statement: share of its content words >= SUPPORT_SHARE and every
+    exact token present; the single sentence with the largest share (first on ties), else the
+    pair of adjacent sentences with the largest share."""
+    for group in ([sp for sp in spans if sp.single], [sp for sp in spans if not sp.single]):
+        best, best_share = None, -1.0
+        for sp in group:
+            share = len(words & sp.words) / len(words)
+            if share >= SUPPORT_SHARE and exact <= sp.exact and share > best_share:
+                best, best_share = sp, share
+        if best is not None:
+            return best
+    return None
+
+
+def _answer_span(question: str, negative: bool, spans: list[_Span]) -> _Span | None:
+    """For a bare "Yes." / "No." statement: the first sentence that states the question's
+    proposition (>= SUPPORT_SHARE of the question's content words) with the same polarity
+    (a negation word in it for "no", none for "yes")."""
+    q_words = content_words(question) - _POLARITY
+    if not q_words:
+        return None
+    for sp in spans:
+        if sp.single and len(q_words & sp.words) / len(q_words) >= SUPPORT_SHARE \
+                and bool(sp.words & _NEGATIONS) == negative:
+            return sp
+    return None
+
+
 def judge_text(question: str, statements: list[str], chunk: str) -> ChunkVerdict:
     """The offline verdict for one chunk (module docstring, ``judge_chunk`` rules)."""
-    chunk_words = content_words(chunk) | exact_tokens(chunk, with_parts=True)
-    chunk_exact = exact_tokens(chunk, with_parts=True)
-    sentences = [(s, e, content_words(chunk[s:e])) for s, e in sentence_spans(chunk)]
+    spans = _evidence_spans(chunk)
     supports: list[Support] = []
     for number, statement in enumerate(statements, start=1):
-        words = content_words(statement)
+        ordered = _content_list(statement)
+        words = frozenset(ordered)
         if not words:
             continue
-        share = len(words & chunk_words) / len(words)
-        if share < SUPPORT_SHARE or not exact_tokens(statement) <= chunk_exact:
-            continue
-        best = max(sentences, key=lambda se: len(words & se[2]), default=None)
-        if best is None:
-            continue
-        supports.append(Support(statement=number, evidence=chunk[best[0] : best[1]]))
+        if words <= _POLARITY | _NEGATIONS and words & _POLARITY:
+            span = _answer_span(question, "no" in words, spans)
+        else:
+            if ordered[0] in _POLARITY and len(words) > 1:
+                words = words - {ordered[0]}  # "No, the card is not free": the rest carries the claim
+            span = _support_span(words, exact_tokens(statement), spans)
+        if span is not None:
+            supports.append(Support(statement=number, evidence=chunk[span.start:span.end]))
     n = len(supports)
     if n >= 1 and 2 * n >= len(statements):
         grade = 3
@@ -306,6 +369,7 @@ def judge_text(question: str, statements: list[str], chunk: str) -> ChunkVerdict
         grade = 2
     else:
         q = content_words(question)
+        chunk_words = content_words(chunk) | exact_tokens(chunk, with_parts=True)
         shared = len(q & chunk_words)
         grade = 1 if q and (shared >= QUESTION_MIN_WORDS or shared / len(q) >= QUESTION_MIN_SHARE) else 0
     reason = f"offline lexical approximation: supports {n} of {len(statements)} statements"
@@ -317,7 +381,7 @@ class OfflineTransport:
     (not the rendered prompt), sends nothing (``calls = 0``, no tokens) and answers with the
     structured verdict of :func:`decompose_text` / :func:`judge_text`."""
 
-    identity: str = "offline:v1"
+    identity: str = "offline:v2"
 
     def __repr__(self) -> str:
         return "OfflineTransport()"

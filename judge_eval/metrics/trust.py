@@ -63,7 +63,44 @@ class Trust:
         return "\n".join(lines)
 
     def render(self) -> str:
+        """Everything: the agreement report, then the estimates."""
         return self.agreement.render() + "\n\n" + self.render_estimates()
+
+    def render_brief(self, measures: list[str] | None = None) -> str:
+        """Three lines for the end of ``score``'s summary: chunk-level agreement, how the judged
+        metrics in ``measures`` track their human twins per question and across runs, and where
+        the rest is."""
+        a = self.agreement
+        chunk = a.chunk.set_index("statistic")
+
+        def stat(name: str, with_ci: bool = False) -> str:
+            r = chunk.loc[name]
+            if r["value"] != r["value"]:
+                return "n/a"
+            ci = f" [{r['ci_low']:.2f},{r['ci_high']:.2f}]" if with_ci and r["ci_low"] == r["ci_low"] else ""
+            return f"{r['value']:.3f}{ci}"
+
+        lines = [f"judge vs humans on {a.counts.pairs} labelled chunks: kappa {stat('cohen_kappa', True)}, "
+                 f"precision {stat('precision')}, recall {stat('recall')}, ROC AUC {stat('roc_auc')}"]
+        q = a.question[a.question["statistic"] == "pearson"]
+        if measures is not None:
+            q = q[q["judged"].isin(measures)]
+        system = a.system.set_index(["judged", "human"])
+        rows = []
+        for r in q.itertuples(index=False):
+            tau = system.loc[(r.judged, r.human), "value"] if (r.judged, r.human) in system.index else float("nan")
+            rows.append((f"{r.judged} vs {r.human}", "n/a" if r.value != r.value else f"{r.value:.2f}",
+                         "n/a" if tau != tau else f"{tau:.2f}"))
+        if rows:
+            width = max(len(name) for name, _, _ in rows)
+            lines.append("judged vs human metric: Pearson r over questions, Kendall tau of the order of the runs")
+            lines += [f"  {name:<{width}}  r {r_text:>5}  tau {tau_text:>5}" for name, r_text, tau_text in rows]
+        lines.append("full agreement report: report.md in the results folder, or judge-eval agreement "
+                     "(docs/agreement.md)")
+        if not self.estimates.empty and (self.estimates["ppi_n_unlabelled"] > 0).any():
+            lines.append(f"{self.labelled_questions} of {self.questions} questions are labelled: human metrics "
+                         "corrected by the judge for every question are in the same places")
+        return "\n".join(lines)
 
 
 def _est(mean: float, lo: float, hi: float) -> str:

@@ -65,7 +65,7 @@ def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"
                      "human hit rate, precision, MRR) in --format csv/json and the results folder.")
     lines.append(accounting_line(info))
     if results.trust is not None:
-        lines += ["", results.trust.render()]
+        lines += ["", results.trust.render_brief(shown)]
     if results.partial:
         lines.append("PARTIAL RESULT: a budget stopped the judge before every task ran.")
     return "\n".join(lines)
