@@ -42,7 +42,7 @@ def text_grid(header: list[str], body: list[list[str]]) -> str:
     def line(row: list[str]) -> str:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
 
-    return "\n".join(line(row) for row in [header, *body])
+    return "\n".join(line(row).rstrip() for row in [header, *body])
 
 
 def render_text(
