@@ -87,6 +87,7 @@ class AuditConfig:
     qrels_columns: dict[str, str] | None = None
     canary: CanaryConfig | None = None
     history: Path = Path("audit-history.sqlite")
+    history_timeout: float = 30.0
     output_dir: Path = Path("audits")
     #: the parsed TOML, for the hash
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -353,6 +354,7 @@ def load_config(path: str | Path) -> AuditConfig:
 
     history_t = top.table("history") or _Table({}, "history", base)
     history = history_t.path("path", default="audit-history.sqlite")
+    history_timeout = history_t.number("timeout", default=30.0, minimum=0, maximum=3600, open_low=True)
     history_t.done()
     output_t = top.table("output") or _Table({}, "output", base)
     output_dir = output_t.path("dir", default="audits")
@@ -369,7 +371,8 @@ def load_config(path: str | Path) -> AuditConfig:
         pricing=Pricing(price_in or 0.0, price_out or 0.0),
         floors=floors, max_drops=max_drops, baseline_mode=baseline_mode or "previous", baseline_id=baseline_id,
         baseline_last=baseline_last or 5, alpha=alpha or 0.05, n_perm=n_perm or 10000, seed=seed or 0,
-        qrels=qrels, qrels_columns=qrels_columns, canary=canary, history=history, output_dir=output_dir,
+        qrels=qrels, qrels_columns=qrels_columns, canary=canary, history=history,
+        history_timeout=history_timeout or 30.0, output_dir=output_dir,
         raw=raw,
     )
 

@@ -138,7 +138,7 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
     audit_id = new_audit_id(started)
     folder = Path(out) if out is not None else cfg.output_dir / audit_id
     # -- checks before any work
-    history = History(cfg.history, create=True)
+    history = History(cfg.history, create=True, timeout=cfg.history_timeout)
     if cfg.history.exists():
         history.check()
     else:
