@@ -7,7 +7,8 @@
 - ``verdicts.jsonl``: one line per (question, chunk) judged: supported statements with their
   evidence, grade, reason, rejected claims, or the error;
 - ``statements.jsonl``: the statements each reference was decomposed into;
-- ``report.md`` and ``report.html``: the same tables for people.
+- ``report.md`` and ``report.html``: the report for people (:mod:`judge_eval.report.html`,
+  :mod:`judge_eval.report.markdown`; ``judge-eval report DIR`` rewrites them).
 
 The folder is built in a temporary sibling and moved into place at the end, so a failure never
 leaves a half-written folder; a folder that holds anything but these files is never replaced
@@ -16,7 +17,6 @@ leaves a half-written folder; a folder that holds anything but these files is ne
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -27,8 +27,7 @@ import pandas as pd
 
 from judge_eval.atomic import check_folder, write_folder
 from judge_eval.errors import InputError
-from judge_eval.report.summary import accounting_line
-from judge_eval.report.tables import records, render_by_measure, wide
+from judge_eval.report.tables import records
 
 if TYPE_CHECKING:
     from judge_eval.results import Results
@@ -53,51 +52,19 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def report_markdown(results: "Results") -> str:
-    info = results.info
-    judge = info["judge"]
-    lines = ["# judge-eval report", ""]
-    lines.append(f"- judge: `{judge['identity']}`" + (" (approximation: offline lexical judge)" if judge["approximate"] else ""))
-    lines.append(f"- prompts: {', '.join(info['prompts'].values())}")
-    ds = info["dataset"]
-    lines.append(f"- dataset: {ds['questions']} questions ({ds['questions_with_reference']} with a reference), "
-                 f"runs {', '.join(ds['runs'])}, fingerprint `{ds['fingerprint']}`")
-    lines.append(f"- judge work: {accounting_line(info)}")
-    if results.partial:
-        lines.append("- **partial result**: a budget stopped the judge before every task ran")
-    lines += ["", "## Summary (mean [95% bootstrap CI])", "", "```", render_by_measure(results.summary), "```", ""]
-    lines += ["n = questions with a value; questions without one are counted in `missing.csv` with the reason.", ""]
-    if results.trust is not None:
-        lines += ["## How far the judge can be trusted", "", "```", results.trust.render(), "```", ""]
-    return "\n".join(lines)
+    """``report.md`` of an evaluation (:mod:`judge_eval.report.markdown`)."""
+    from judge_eval.report.markdown import report_markdown as render
+    from judge_eval.report.source import source_from_results
+
+    return render(source_from_results(results))
 
 
 def report_html(results: "Results") -> str:
-    means = wide(results.summary, "mean")
-    lo = wide(results.summary, "ci_low")
-    hi = wide(results.summary, "ci_high")
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in means.columns)
-    body = []
-    for run in means.index:
-        cells = []
-        for m in means.columns:
-            v, a, b = means.loc[run, m], lo.loc[run, m], hi.loc[run, m]
-            text = "-" if math.isnan(v) else f"{v:.3f}" + ("" if math.isnan(a) else f"<br><small>[{a:.2f}, {b:.2f}]</small>")
-            cells.append(f"<td>{text}</td>")
-        body.append(f"<tr><th>{html.escape(str(run))}</th>{''.join(cells)}</tr>")
-    info = results.info
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>judge-eval report</title>"
-        "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-        "padding:4px 8px;text-align:right}</style></head><body>"
-        f"<h1>judge-eval report</h1><p>judge: <code>{html.escape(info['judge']['identity'])}</code>"
-        + (" (approximation: offline lexical judge)" if info["judge"]["approximate"] else "")
-        + f"</p><p>{html.escape(accounting_line(info))}</p>"
-        f"<table><tr><th>run</th>{head}</tr>{''.join(body)}</table>"
-        "<p>mean, with the 95% bootstrap CI over questions below it.</p>"
-        + (f"<h2>How far the judge can be trusted</h2><pre>{html.escape(results.trust.render())}</pre>"
-           if results.trust is not None else "")
-        + "</body></html>\n"
-    )
+    """``report.html`` of an evaluation (:mod:`judge_eval.report.html`)."""
+    from judge_eval.report.html import report_html as render
+    from judge_eval.report.source import source_from_results
+
+    return render(source_from_results(results))
 
 
 #: the files of a results folder; a folder holding only these is one of ours (and may be replaced)
