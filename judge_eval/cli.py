@@ -659,6 +659,43 @@ def history_trend(metric: str, history_path: str | None, config_path: str | None
         click.echo(render_trend(frame, metric))
 
 
+# ----------------------------------------------------------------------------- report
+
+
+@main.command("report")
+@click.argument("folder", type=click.Path(), metavar="DIR")
+@click.option("--baseline", type=click.Path(), metavar="DIR",
+              help="An earlier results folder: the report shows the questions that moved most against it "
+                   "(an audit folder uses its own baseline).")
+@click.option("--metric", metavar="NAME",
+              help="The measure whose per-question changes are shown (default: context_recall at the largest k, "
+                   "else recall, ...).")
+@click.option("--limit", default=15, show_default=True, type=_POSITIVE_INT, help="How many moved questions to show.")
+@click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write report.md and report.html here instead of into DIR.")
+@click.option("--plots/--no-plots", default=True, show_default=True,
+              help="--no-plots: tables only (a page of kilobytes instead of about a megabyte).")
+def report_cmd(folder: str, baseline: str | None, metric: str | None, limit: int, out: str | None,
+               plots: bool) -> None:
+    """Write report.md and report.html for a results folder or an audit folder.
+
+    \b
+    Example:
+      judge-eval report results/clapnq-offline
+      judge-eval report results/after --baseline results/before
+
+    report.md is for CI logs and pull-request comments; report.html is one self-contained page
+    (no network): each metric per run with its CI, the judge's agreement with humans, the
+    questions that moved most with their chunks and the judge's evidence, and the reference
+    statements no run's top k supports (corpus gaps) or only some runs miss (retriever gaps).
+    """
+    from judge_eval.report.render import write_report
+
+    written = _guard(lambda: write_report(folder, baseline=baseline, out=out, metric=metric, limit=limit,
+                                          with_plots=plots))
+    click.echo(f"{'audit ' if written.audit else ''}report written to {written.markdown} and {written.html}")
+
+
 # ----------------------------------------------------------------------------- cache
 
 

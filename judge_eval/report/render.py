@@ -164,9 +164,9 @@ def write_report(folder: str | os.PathLike[str], *, baseline: str | os.PathLike[
         if metric is not None:
             shared = [m for m in src.per_question.columns if base is None or m in base.per_question.columns]
             if metric not in shared or metric in ("run", "question_id"):
-                raise ConfigError(f"unknown metric {metric!r}; the folder" + (" and its baseline" if base else "")
-                                  + f" have: {', '.join(m for m in shared if m not in ('run', 'question_id'))}",
-                                  option="--metric")
+                where = "the folder and its baseline have" if base is not None else "the folder has"
+                known = ", ".join(m for m in shared if m not in ("run", "question_id"))
+                raise ConfigError(f"unknown metric {metric!r}; {where}: {known}", option="--metric")
         md_text = report_markdown(src, baseline=base, metric=metric, limit=limit)
         html_text = report_html(src, baseline=base, metric=metric, limit=limit, with_plots=with_plots)
     target.mkdir(parents=True, exist_ok=True)
