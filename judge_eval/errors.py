@@ -8,8 +8,8 @@ every :class:`JudgeEvalError` into one message on stderr and its ``exit_code``
 
 from __future__ import annotations
 
+import os
 from enum import IntEnum
-from pathlib import Path
 
 
 class ExitCode(IntEnum):
@@ -56,7 +56,7 @@ class InputError(JudgeEvalError, ValueError):
         self,
         message: str,
         *,
-        path: str | Path | None = None,
+        path: str | os.PathLike[str] | None = None,
         line: int | None = None,
         field: str | None = None,
         kind: str = "line",

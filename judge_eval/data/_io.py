@@ -22,7 +22,7 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator, Sequence, Union
+from typing import IO, Any, Generator, Iterator, Sequence, Union
 
 from judge_eval._jsonpath import first_path
 from judge_eval.errors import InputError
@@ -171,7 +171,7 @@ def _loads(text: str, path: PathLike, lineno: int) -> Any:
     return _check_surrogates(value, text, path, lineno)
 
 
-def iter_json_records(path: PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_json_records(path: PathLike) -> Generator[tuple[int, dict[str, Any]], None, None]:
     """Yield ``(line_number, object)`` for each record of a JSONL file or a JSON array file.
 
     A file whose first non-blank character is ``[`` is read as one JSON array (the line number of
@@ -442,7 +442,7 @@ def as_dict(value: Any, *, path: PathLike, line: int | None, field: str, kind: s
     return value
 
 
-class Corpus(dict):  # type: ignore[type-arg]
+class Corpus(dict[str, str]):
     """A corpus read from a file: ``{chunk id: text}`` that remembers its ``path``, so that a
     chunk missing from it can be reported with both files."""
 

@@ -71,9 +71,12 @@ def parse_chunk(
     if text is not None:  # null: no text (given by id only)
         text = as_text(text, path=path, line=line, field=f"{field}.text")
     raw_id = value.get("id")
-    if raw_id is None and text is None:
+    if raw_id is not None:
+        cid = as_id(raw_id, path=path, line=line, field=f"{field}.id")
+    elif text is not None:
+        cid = content_id(text)
+    else:
         raise InputError("a context object needs an 'id' or a 'text'", path=path, line=line, field=field)
-    cid = content_id(text) if raw_id is None else as_id(raw_id, path=path, line=line, field=f"{field}.id")
     score = value.get("score")
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
         raise InputError(

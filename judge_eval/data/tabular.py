@@ -31,7 +31,7 @@ import csv
 import re
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypedDict
 
 from judge_eval.data._io import (
     PathLike,
@@ -184,6 +184,18 @@ def _rows(df: "pd.DataFrame", resolved: Mapping[str, str]) -> Iterator[tuple[int
         yield n, dict(zip(keys, values))
 
 
+class _RowAt(TypedDict):
+    """Where a cell is, as the ``path``/``line``/``kind`` keywords of the value checks and InputError."""
+
+    path: Path
+    line: int
+    kind: str
+
+
+def _at_row(path: Path, n: int) -> _RowAt:
+    return {"path": path, "line": n, "kind": "row"}
+
+
 class _RunBuilder:
     """Collects (question, chunk) rows into rankings; checks duplicates and fills texts."""
 
@@ -195,7 +207,7 @@ class _RunBuilder:
 
     def add(self, n: int, row: Row, qid: str) -> None:
         col = self.resolved
-        kw = dict(path=self.path, line=n, kind="row")
+        kw = _at_row(self.path, n)
         cid = as_id(row["chunk_id"], field=col["chunk_id"], **kw)
         rank = as_rank(row["rank"], field=col["rank"], **kw) if "rank" in row else n
         score = as_score(row["score"], field=col["score"], **kw) if "score" in row else None
@@ -214,7 +226,7 @@ class _RunBuilder:
         self.origins.setdefault(qid, n)
         self.entries.setdefault(qid, []).append((rank, Chunk(id=cid, text=text, score=score)))
 
-    def text(self, value: Any, kw: dict[str, Any]) -> str | None:
+    def text(self, value: Any, kw: _RowAt) -> str | None:
         """The chunk text of a cell: an empty cell (or a null) is no text (``None``); a cell of
         whitespace only is an error (an empty text cannot be judged)."""
         if value is None or value == "":
@@ -263,7 +275,7 @@ def read_qrels_table(path: PathLike, columns: Mapping[str, str] | None = None) -
     grades: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], int] = {}
     for n, row in _rows(df, resolved):
-        kw = dict(path=p, line=n, kind="row")
+        kw = _at_row(p, n)
         qid = as_id(row["question_id"], field=resolved["question_id"], **kw)
         cid = as_id(row["chunk_id"], field=resolved["chunk_id"], **kw)
         grade = as_grade(row["grade"], field=resolved["grade"], **kw)
@@ -299,7 +311,7 @@ def read_questions_table(
     first_row: dict[str, int] = {}
     builder = _RunBuilder(p, resolved, corpus) if "chunk_id" in resolved else None
     for n, row in _rows(df, resolved):
-        kw = dict(path=p, line=n, kind="row")
+        kw = _at_row(p, n)
         qid = as_id(row["question_id"], field=resolved["question_id"], **kw)
         text = "" if is_missing(row["question"]) else str(row["question"])
         reference = None if is_missing(row.get("reference")) else str(row["reference"])
