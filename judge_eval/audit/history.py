@@ -194,7 +194,10 @@ class History:
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            # SQLite may already have rolled back (a full disk, an I/O error): then the original
+            # error is the one to report, not "no transaction is active"
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 
