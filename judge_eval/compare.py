@@ -23,7 +23,7 @@ import os
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,14 +65,18 @@ def _sources(items: Sequence[PathLike | Results]) -> list[_Source]:
 
 def _differences(sources: list[_Source]) -> list[str]:
     """What makes the sources' numbers incomparable, one line per difference."""
-    checks = {
+    checks: dict[str, Callable[[_Source], Any]] = {
         "judge identity": lambda s: s.info["judge"].get("identity"),
         "prompt versions": lambda s: ", ".join(sorted((s.info.get("prompts") or {}).values())),
         "test set": lambda s: (s.info.get("dataset") or {}).get("questions_fingerprint")
         or ",".join(sorted(set(s.per_question["question_id"].astype(str)))),
     }
+
+    def setting_of(k: str) -> Callable[[_Source], Any]:
+        return lambda s: (s.info.get("settings") or {}).get(k)
+
     for setting in MEANING_SETTINGS:
-        checks[f"setting {setting}"] = lambda s, k=setting: (s.info.get("settings") or {}).get(k)
+        checks[f"setting {setting}"] = setting_of(setting)
     diffs = []
     for name, value in checks.items():
         seen = [value(s) for s in sources]

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from judge_eval.usage import Usage
 
 
 class ExitCode(IntEnum):
@@ -124,7 +128,7 @@ class JudgeCallError(JudgeEvalError):
     ``cache_miss`` ...); the message is for humans.
     """
 
-    def __init__(self, cause: str, message: str, *, calls: int = 0, usage: object | None = None) -> None:
+    def __init__(self, cause: str, message: str, *, calls: int = 0, usage: Usage | None = None) -> None:
         self.cause = cause
         self.message = message
         #: HTTP requests the failed task sent (retries and repairs included) and the tokens the

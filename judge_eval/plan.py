@@ -76,7 +76,8 @@ class Plan:
         reference is added to ``references``."""
         chunks = list(dict.fromkeys(chunk_tasks))
         joints = list(dict.fromkeys(joint_tasks))
-        refs = list(dict.fromkeys([*references, *(t.reference for t in [*chunks, *joints])]))
+        tasks: list[ChunkTask | JointTask] = [*chunks, *joints]
+        refs = list(dict.fromkeys([*references, *(t.reference for t in tasks)]))
         return cls(refs, chunks, joints)
 
     @property

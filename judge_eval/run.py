@@ -276,7 +276,8 @@ class Runner:
         references = plan.references
         chunk_tasks, joint_tasks = plan.chunk_tasks, plan.joint_tasks
         by_reference: dict[str, list[ChunkTask | JointTask]] = {r: [] for r in references}
-        for t in [*chunk_tasks, *joint_tasks]:
+        tasks: list[ChunkTask | JointTask] = [*chunk_tasks, *joint_tasks]
+        for t in tasks:
             by_reference[t.reference].append(t)
 
         out = JudgeOutcome()

@@ -30,7 +30,7 @@ PAGE_FIELDS = ("id", "question_id", "chunk_id", "chunk_text", "runs", "proposed_
 
 
 def _asset(name: str) -> str:
-    return resources.files("judge_eval.labels").joinpath("page", name).read_text(encoding="utf-8")
+    return resources.files("judge_eval.labels").joinpath("page").joinpath(name).read_text(encoding="utf-8")
 
 
 def _script_json(value: Any) -> str:

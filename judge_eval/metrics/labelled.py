@@ -512,8 +512,8 @@ def resolve_measures(
         if isinstance(item, Measure):
             expanded = [item]
         else:
-            name, k = _split(item)
-            if k is None and MEASURES[name].cutoff == "required":
+            name, cutoff = _split(item)
+            if cutoff is None and MEASURES[name].cutoff == "required":
                 if not ks_list:
                     raise InputError(
                         f"measure {name!r} needs a cutoff: write '{name}@K' or give ks",
@@ -521,7 +521,7 @@ def resolve_measures(
                     )
                 expanded = [Measure(name, kk) for kk in ks_list]
             else:
-                expanded = [Measure(name, k)]
+                expanded = [Measure(name, cutoff)]
         for m in expanded:
             if m not in out:
                 out.append(m)

@@ -15,7 +15,7 @@ TABLE_FAMILIES = ("context_recall", "context_precision", "joint_context_recall",
 
 
 def _table_measures(measures: list[str]) -> list[str]:
-    chosen = []
+    chosen: list[str] = []
     for family in TABLE_FAMILIES:
         chosen.extend(m for m in measures if m.split("@")[0] == family)
     return chosen

@@ -125,11 +125,11 @@ def missing_note(summary: pd.DataFrame, missing: pd.DataFrame | None = None) -> 
     for (cat, n, total, measure), runs in by_measure.items():
         groups.setdefault((cat, n, total, tuple(runs)), []).append(measure)
     lines = []
-    for (cat, n, total, runs), measures in groups.items():
-        if len(all_runs) > 1 and set(runs) == set(all_runs):
+    for (cat, n, total, group_runs), measures in groups.items():
+        if len(all_runs) > 1 and set(group_runs) == set(all_runs):
             where = "in every run"
         else:
-            where = ("in run " if len(runs) == 1 else "in runs ") + ", ".join(runs)
+            where = ("in run " if len(group_runs) == 1 else "in runs ") + ", ".join(group_runs)
         names = ", ".join(dict.fromkeys(measures))
         lines.append(f"{cat} for {n} of {total} questions {where} (left out of the mean): {names}")
     return "\n".join(lines)
