@@ -323,6 +323,17 @@ def test_an_unknown_item_id_is_rejected(tmp_path: Path) -> None:
     _assert_rejected(tmp_path, src, 3, "id", "unknown item id '0123456789abcdef'")
 
 
+def test_a_line_json_cannot_read_is_rejected_not_a_crash(tmp_path: Path) -> None:
+    src = _reviewed_jsonl(tmp_path, {})
+    lines = src.read_text().splitlines()
+    lines[1] = "{"  # a JSONDecodeError
+    lines[2] = '{"grade": ' + "1" * 5000 + "}"  # a plain ValueError: too many digits for an int
+    src.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"line 2: not valid JSON \(Expecting .*also: line 3\)") as e:
+        import_reviews(src, tmp_path / "q.txt")
+    assert e.value.line == 2
+
+
 def test_grade_7_is_rejected_and_every_bad_row_is_counted(tmp_path: Path) -> None:
     src = _reviewed_jsonl(tmp_path, {"c7": 7, "c6": "x"})
     # uncertainty order: c2 c5 c7 c3 c4 c1 c6 -> c7 is line 3, c6 line 7

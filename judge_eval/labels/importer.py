@@ -155,8 +155,9 @@ def _read_jsonl(path: Path) -> list[Review]:
                 continue
             try:
                 obj = json.loads(text)
-            except ValueError as exc:
-                problems.add(f"not valid JSON ({exc.msg})", lineno, None)
+            except ValueError as exc:  # a JSONDecodeError, or e.g. an integer too long to convert
+                detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                problems.add(f"not valid JSON ({detail})", lineno, None)
                 continue
             if not isinstance(obj, dict):
                 problems.add("expected a JSON object", lineno, None)
