@@ -7,18 +7,18 @@ calls itself whenever labels are given to it) applied to a results folder and a 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
-from judge_eval.report.folder import read_results_dir, read_verdicts
 from judge_eval.data.load import load_qrels
 from judge_eval.data.models import Chunk, Qrels, Run
 from judge_eval.errors import InputError
 from judge_eval.metrics.evaluate_labelled import evaluate_runs
 from judge_eval.metrics.judge_labelled import ir_measure_names
 from judge_eval.metrics.trust import Trust, trust
+from judge_eval.report.folder import read_results_dir, read_verdicts
 
 __all__ = ["Trust", "agree"]
 

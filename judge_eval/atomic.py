@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Callable, Collection
 
 from judge_eval.errors import ConfigError
 

@@ -12,8 +12,9 @@ The CLI's ``judge-eval score`` only parses arguments and calls this function.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import pandas as pd
 

@@ -7,8 +7,9 @@ Every metric reads the judge's work through this grid instead of re-deriving tas
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 

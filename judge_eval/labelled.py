@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 

@@ -15,8 +15,8 @@ and its chunks; the grid (:mod:`judge_eval.grid`) uses them to read the outcomes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from judge_eval.data.models import Chunk, Dataset, Question
 
@@ -71,7 +71,7 @@ class Plan:
 
     @classmethod
     def of(cls, chunk_tasks: Sequence[ChunkTask], joint_tasks: Sequence[JointTask] = (),
-           references: Sequence[str] = ()) -> "Plan":
+           references: Sequence[str] = ()) -> Plan:
         """A plan from task lists that may repeat: duplicates are removed, and every task's
         reference is added to ``references``."""
         chunks = list(dict.fromkeys(chunk_tasks))

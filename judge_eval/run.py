@@ -13,8 +13,8 @@ import asyncio
 import math
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
@@ -80,7 +80,7 @@ class ErrorTolerance:
     count: int | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "ErrorTolerance":
+    def parse(cls, text: str) -> ErrorTolerance:
         """``"5%"`` or ``"0.05"`` -> a share; ``"0"``, ``"10"`` -> a count (a whole number)."""
         raw = str(text).strip()
         try:

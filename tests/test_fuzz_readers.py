@@ -17,8 +17,9 @@ import math
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pytest

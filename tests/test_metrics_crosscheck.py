@@ -26,7 +26,7 @@ import os
 import random
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import ir_measures
 import pytest

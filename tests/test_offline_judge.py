@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import random
+
+import pytest
 
 from judge_eval.judge.evidence import verify
 from judge_eval.judge.offline import (

@@ -20,9 +20,10 @@ import numbers
 import os
 import re
 import tempfile
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Generator, Iterator, Sequence, Union
+from typing import IO, Any, Union
 
 from judge_eval._jsonpath import first_path
 from judge_eval.errors import InputError

@@ -18,15 +18,15 @@ text must not be empty or blank, and its score must be a finite number.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from judge_eval.data._io import (
-    as_reference,
     PathLike,
     as_dict,
     as_grade,
     as_id,
-    as_opt_str,
+    as_reference,
     as_score,
     as_text,
     atomic_write,

@@ -16,9 +16,9 @@ Format detection (``format=None``), by extension first:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
-from typing import Mapping
 
 from judge_eval.data._io import PathLike, first_line, iter_json_records
 from judge_eval.data.jsonl import read_qrels_jsonl, read_questions_jsonl, read_run_jsonl

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PrivateAttr, model_validator
 
@@ -22,7 +23,7 @@ def content_id(text: str) -> str:
     return "h:" + hashlib.sha256(normalised.encode("utf-8")).hexdigest()[:16]
 
 
-def number_repeated_texts(chunks: "list[Chunk]", generated: "list[bool]") -> "tuple[list[Chunk], int]":
+def number_repeated_texts(chunks: list[Chunk], generated: list[bool]) -> tuple[list[Chunk], int]:
     """Give a chunk whose id was generated from its text (:func:`content_id`) and whose text
     already appeared earlier in the same ranking the id ``<content id>#<n>`` (n = 2, 3 ...).
 
@@ -56,7 +57,7 @@ class Chunk(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def from_text(cls, text: str, **kwargs: Any) -> "Chunk":
+    def from_text(cls, text: str, **kwargs: Any) -> Chunk:
         """A chunk whose id is the :func:`content_id` of its text."""
         return cls(id=content_id(text), text=text, **kwargs)
 
@@ -89,7 +90,7 @@ class Run(BaseModel):
     _origins: dict[str, tuple[str, int]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
-    def _unique_chunk_ids(self) -> "Run":
+    def _unique_chunk_ids(self) -> Run:
         for qid, chunks in self.rankings.items():
             seen: set[str] = set()
             for rank, chunk in enumerate(chunks, start=1):

@@ -8,7 +8,7 @@ import hashlib
 import json
 import os
 import warnings
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from judge_eval.data.load import load_dataset, load_qrels, load_run
 from judge_eval.data.models import Dataset, Qrels, Run

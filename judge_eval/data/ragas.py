@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 
-from judge_eval.data._io import PathLike, as_id, as_opt_str, as_reference, as_text, iter_json_records, type_name
+from judge_eval.data._io import PathLike, as_id, as_reference, as_text, iter_json_records, type_name
 from judge_eval.data.jsonl import duplicate_error, require
 from judge_eval.data.models import Chunk, Question, Run, content_id, number_repeated_texts
 from judge_eval.errors import DataWarning, InputError

@@ -30,8 +30,9 @@ from __future__ import annotations
 import csv
 import re
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from judge_eval.data._io import (
     PathLike,
@@ -58,7 +59,7 @@ BEIR_QRELS = {"question_id": "query-id", "chunk_id": "corpus-id", "grade": "scor
 Row = dict[str, Any]
 
 
-def read_table(path: PathLike) -> "pd.DataFrame":
+def read_table(path: PathLike) -> pd.DataFrame:
     """Read a CSV/TSV (all cells as text, UTF-8, BOM stripped) or Parquet file."""
     import pandas as pd
 
@@ -119,7 +120,7 @@ def _too_many_fields(p: Path, sep: str) -> InputError:
     return InputError(f"rows with more fields than the header: {hint}", path=p)
 
 
-def _read_parquet(p: Path) -> "pd.DataFrame":
+def _read_parquet(p: Path) -> pd.DataFrame:
     """A Parquet file as a table of plain Python values (object columns): a null is ``None``
     and a NaN stays a NaN, so that a missing score is told apart from an invalid one
     (``pd.read_parquet`` turns both into NaN, and nullable integers into ``pd.NA``)."""
@@ -146,7 +147,7 @@ def _read_parquet(p: Path) -> "pd.DataFrame":
 
 
 def _resolve(
-    df: "pd.DataFrame",
+    df: pd.DataFrame,
     path: Path,
     columns: Mapping[str, str] | None,
     required: Sequence[str],
@@ -176,7 +177,7 @@ def _resolve(
     return resolved
 
 
-def _rows(df: "pd.DataFrame", resolved: Mapping[str, str]) -> Iterator[tuple[int, Row]]:
+def _rows(df: pd.DataFrame, resolved: Mapping[str, str]) -> Iterator[tuple[int, Row]]:
     """``(row_number, {key: cell})`` for each data row, row 1 first."""
     keys = list(resolved)
     cols = [df[resolved[k]].tolist() for k in keys]

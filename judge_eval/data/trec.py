@@ -15,10 +15,11 @@ Blank lines are skipped everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from judge_eval.data._io import (
+    Corpus,
     PathLike,
     as_grade,
     as_id,
@@ -26,7 +27,6 @@ from judge_eval.data._io import (
     as_score,
     as_text,
     atomic_write,
-    Corpus,
     first_line,
     iter_json_records,
     iter_lines,

@@ -23,7 +23,8 @@ cases, so a reviewer sees why an item came first.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["SIGNALS", "confidence", "signals"]
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from judge_eval.labels.propose import Proposals
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from judge_eval.errors import InputError
 from judge_eval.labels.propose import item_id

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from judge_eval.report.folder import iter_jsonl, read_results_dir
 from judge_eval.errors import ConfigError, InputError
 from judge_eval.labels.confidence import confidence, signals
 from judge_eval.labels.spans import locate
+from judge_eval.report.folder import iter_jsonl, read_results_dir
 
 __all__ = ["ORDERS", "Proposals", "item_id", "load_proposals"]
 
@@ -36,7 +36,7 @@ REVIEW_FIELDS = ("grade", "reviewer", "reviewed_at", "note")
 def item_id(question_id: str, chunk_id: str) -> str:
     """The id of the item for (question, chunk): 16 hex digits of SHA-256 over both ids. The
     importer recomputes it, so an id that does not belong to its row is caught."""
-    return hashlib.sha256(f"{question_id}\x00{chunk_id}".encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(f"{question_id}\x00{chunk_id}".encode()).hexdigest()[:16]
 
 
 @dataclass

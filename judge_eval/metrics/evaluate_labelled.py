@@ -17,7 +17,7 @@ relevant label) are NaN in the frame and counted as ``n_missing`` by
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd

@@ -20,7 +20,8 @@ labelled ones (:mod:`judge_eval.metrics.labelled`) with a ``judge_`` prefix, so:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -60,7 +61,7 @@ def undefined_reasons(frame: pd.DataFrame, reason: str) -> pd.DataFrame:
     return long.reset_index(drop=True)
 
 
-def judge_labelled_frame(grid: "VerdictGrid", judge_relevance: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
+def judge_labelled_frame(grid: VerdictGrid, judge_relevance: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The judge-labelled measures for every (run, question with a reference) of ``grid``, and
     the missing values with their reasons (see the module docstring)."""
     ds = grid.dataset

@@ -223,7 +223,7 @@ def judged_question_metrics(
 MISSING_COLUMNS = ["run", "question_id", "measure", "reason"]
 
 
-def judged_frame(grid: "VerdictGrid", *, useful_rule: UsefulRule = "support",
+def judged_frame(grid: VerdictGrid, *, useful_rule: UsefulRule = "support",
                  useful_grade: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Judged metrics for every (run, question) of ``grid``: one row per (run, question) with
     ``context_recall@k``, ``context_precision@k`` (and ``joint_context_recall@k`` when the grid

@@ -29,8 +29,9 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Mapping, Sequence
+from typing import Literal
 
 from judge_eval.errors import InputError
 

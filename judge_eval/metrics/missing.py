@@ -37,7 +37,7 @@ class MissingReason(str, Enum):
     NO_HUMAN_LABEL = "no_human_label"
 
     @classmethod
-    def of(cls, reason: str) -> "MissingReason":
+    def of(cls, reason: str) -> MissingReason:
         """The reason a ``missing.csv`` text starts with (``judge_error:timeout`` -> JUDGE_ERROR;
         ``decompose_failed`` is a judge error)."""
         for member in cls:

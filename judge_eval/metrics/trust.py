@@ -12,8 +12,9 @@ exist; :func:`judge_eval.agree.agree` does it for a results folder) and returns 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

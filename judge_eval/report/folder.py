@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -51,7 +52,7 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
             fh.write(json.dumps(_clean(row), ensure_ascii=False) + "\n")
 
 
-def report_markdown(results: "Results") -> str:
+def report_markdown(results: Results) -> str:
     """``report.md`` of an evaluation (:mod:`judge_eval.report.markdown`)."""
     from judge_eval.report.markdown import report_markdown as render
     from judge_eval.report.source import source_from_results
@@ -59,7 +60,7 @@ def report_markdown(results: "Results") -> str:
     return render(source_from_results(results))
 
 
-def report_html(results: "Results") -> str:
+def report_html(results: Results) -> str:
     """``report.html`` of an evaluation (:mod:`judge_eval.report.html`)."""
     from judge_eval.report.html import report_html as render
     from judge_eval.report.source import source_from_results
@@ -78,7 +79,7 @@ def check_results_dir(out_dir: str | os.PathLike[str], *, force: bool = False) -
     return check_folder(out_dir, RESULT_FILES, force=force)
 
 
-def write_results(results: "Results", out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
+def write_results(results: Results, out_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Write every file of the results folder to ``out_dir``.
 
     The folder is built in a temporary sibling and moved into place when complete. An earlier

@@ -40,7 +40,7 @@ def accounting_line(info: dict) -> str:
     return ", ".join(parts)
 
 
-def render_score_summary(results: "Results", fmt: Literal["table", "csv", "json"] = "table") -> str:
+def render_score_summary(results: Results, fmt: Literal["table", "csv", "json"] = "table") -> str:
     """Text for the terminal (table), or the summary as CSV/JSON (all measures)."""
     if fmt == "csv":
         return results.summary.to_csv(index=False)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import pandas as pd
 

@@ -13,9 +13,12 @@ $variable of an object tag present in each task's data, validate_prediction() on
 prediction. Argilla: Settings.from_json() + validate(), Record.from_dict() on every record, its
 fields equal to the settings' fields, suggestions naming existing questions with valid values.
 """
-import json, sys, warnings
+import json
+import sys
+
 ls_tasks, ls_config, ar_records, ar_settings = sys.argv[1:5]
 from label_studio_sdk.label_interface import LabelInterface
+
 li = LabelInterface(open(ls_config).read())
 li.validate()  # schema, unique names, toName, tag attributes
 tasks = json.load(open(ls_tasks))
@@ -31,10 +34,13 @@ for i, t in enumerate(tasks):
         e = li.validate_prediction(a, return_errors=True)
         if e: errors.append((i, "annotation", e))
 print("label studio: config valid; tasks", len(tasks), "with predictions", sum(1 for t in tasks if t.get("predictions")), "errors", errors[:5])
-import argilla as rg
 from unittest import mock
+
+import argilla as rg
+
 rg.Argilla._get_default = classmethod(lambda cls: mock.MagicMock())  # no server: only the SDK models are used
 from argilla.records._resource import Record
+
 settings = rg.Settings.from_json(ar_settings)
 settings.validate()
 print("argilla settings:", [(f.name, f.type) for f in settings.fields], [(q.name, q.type) for q in settings.questions], [m.name for m in settings.metadata])

@@ -1,12 +1,17 @@
 """Build tests/data/labels/argilla_export.json with Argilla's own SDK (2.8.0): the proposals'
 records, answered as reviewers would, serialised by Record.to_dict() (what records.to_json writes)."""
-import json, sys, uuid
+import json
+import sys
+import uuid
 from unittest import mock
+
 import argilla as rg
 from argilla.records._resource import Record
+
 rg.Argilla._get_default = classmethod(lambda cls: mock.MagicMock())
 src, out, flat_out = sys.argv[1:4]
 from argilla.records._io._generic import GenericIO
+
 u1, u2 = uuid.UUID(int=1), uuid.UUID(int=2)
 answers = {  # chunk -> [(value, user, status)]
     "c1": [(3, u1, "submitted")],
