@@ -28,7 +28,7 @@ PathLike = str | os.PathLike
 def _runs_from_verdicts(verdicts: pd.DataFrame) -> dict[str, Run]:
     """The judged top of every ranking, rebuilt from ``runs`` {run: rank} of each verdict."""
     ranked: dict[str, dict[str, list[tuple[int, str]]]] = {}
-    for qid, cid, runs in zip(verdicts["question_id"], verdicts["chunk_id"], verdicts["runs"]):
+    for qid, cid, runs in zip(verdicts["question_id"], verdicts["chunk_id"], verdicts["runs"], strict=True):
         for run, rank in runs.items():
             ranked.setdefault(run, {}).setdefault(str(qid), []).append((int(rank), str(cid)))
     return {run: Run(name=run, rankings={q: [Chunk(id=c) for _, c in sorted(items)] for q, items in by_q.items()})

@@ -82,7 +82,7 @@ def _differences(sources: list[_Source]) -> list[str]:
     for name, value in checks.items():
         seen = [value(s) for s in sources]
         if any(v != seen[0] for v in seen[1:]):
-            shown = ", ".join(f"{s.label}: {str(v)[:60]}" for s, v in zip(sources, seen))
+            shown = ", ".join(f"{s.label}: {str(v)[:60]}" for s, v in zip(sources, seen, strict=True))
             diffs.append(f"{name} differs ({shown})")
     return diffs
 
@@ -112,7 +112,7 @@ class Comparison:
     def wins(self, measure: str, run: str) -> list[str]:
         """The runs ``run`` significantly beats on ``measure``."""
         p = self.pairs[(self.pairs["measure"] == measure) & (self.pairs["winner"] == run)]
-        return [b if a == run else a for a, b in zip(p["run_a"], p["run_b"])]
+        return [b if a == run else a for a, b in zip(p["run_a"], p["run_b"], strict=True)]
 
     def to_dict(self) -> dict[str, Any]:
         def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -199,7 +199,7 @@ def compare(
             rows.append({"measure": m, "run_a": a, "run_b": b, "mean_diff": d.mean_diff, "ci_low": d.ci_low,
                          "ci_high": d.ci_high, "n": d.n, "p_value": p})
         adjusted = holm([r["p_value"] for r in rows])
-        for r, p_adj in zip(rows, adjusted):
+        for r, p_adj in zip(rows, adjusted, strict=True):
             sig = bool(p_adj <= alpha) and r["mean_diff"] != 0
             r.update(p_holm=float(p_adj), significant=sig,
                      winner=(r["run_a"] if r["mean_diff"] > 0 else r["run_b"]) if sig else "")

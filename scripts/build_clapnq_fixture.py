@@ -325,7 +325,7 @@ def format_run(
     dec = SCORE_DECIMALS[name]
     unit = 10**dec
     lines = []
-    for qid, items in zip(qids, ranked):
+    for qid, items in zip(qids, ranked, strict=True):
         prev = None
         for rank, (d, score) in enumerate(items[:TOP_K], start=1):
             units = round(score * unit)

@@ -109,7 +109,7 @@ def _nan_cells(results) -> set[tuple[str, str, str]]:
 
 
 def _reasons(results) -> set[tuple[str, str, str]]:
-    return set(zip(results.missing["run"], results.missing["question_id"], results.missing["measure"]))
+    return set(zip(results.missing["run"], results.missing["question_id"], results.missing["measure"], strict=True))
 
 
 def test_judge_ndcg_is_undefined_when_the_pool_holds_only_on_topic_chunks() -> None:

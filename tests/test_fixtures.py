@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,7 @@ def check_ranking(qid: str, rows: list[tuple[str, int, float]], k: int) -> None:
     assert len(set(ids)) == k, f"{qid}: repeated chunk id"
     assert [r for _, r, _ in rows] == list(range(1, k + 1)), f"{qid}: ranks not 1..{k} in order"
     scores = [s for _, _, s in rows]
-    assert all(a > b for a, b in zip(scores, scores[1:])), f"{qid}: scores not strictly decreasing"
+    assert all(a > b for a, b in pairwise(scores)), f"{qid}: scores not strictly decreasing"
 
 
 # --- clapnq ----------------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_clapnq_runs(clap: dict, name: str) -> None:
         assert {c for c, _, _ in rows} <= corpus_ids, qid
     # lines of one question are contiguous
     qid_order = [line.split()[0] for line in clap["run_lines"][name]]
-    assert sum(1 for a, b in zip(qid_order, qid_order[1:]) if a != b) == 299
+    assert sum(1 for a, b in pairwise(qid_order) if a != b) == 299
 
 
 def test_clapnq_runs_differ(clap: dict) -> None:

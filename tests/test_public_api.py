@@ -29,7 +29,7 @@ def test_evaluate_from_trec_files_returns_dataframes(tmp_path: Path) -> None:
         bank / "questions.jsonl", runs={"dense": bank / "runs" / "dense.trec"}, qrels=bank / "qrels.txt",
         corpus=bank / "corpus.jsonl", judge="offline", ks=(5,),
     )
-    means = dict(zip(results.summary["measure"], results.summary["mean"]))
+    means = dict(zip(results.summary["measure"], results.summary["mean"], strict=True))
     assert means["context_recall@5"] == pytest.approx(2 / 3)
     assert means["recall@5"] == pytest.approx(2 / 3)
     assert list(results.per_question["run"]) == ["dense"]

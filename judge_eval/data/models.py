@@ -34,7 +34,7 @@ def number_repeated_texts(chunks: list[Chunk], generated: list[bool]) -> tuple[l
     seen: dict[str, int] = {}
     out: list[Chunk] = []
     repeats = 0
-    for chunk, gen in zip(chunks, generated):
+    for chunk, gen in zip(chunks, generated, strict=True):
         if gen and chunk.id in seen:
             seen[chunk.id] += 1
             repeats += 1

@@ -111,7 +111,7 @@ def _chunks(obj: dict, *, path: PathLike, line: int) -> tuple[list[Chunk], int]:
                 path=path, line=line, field=field,
             )
         ids = [as_id(v, path=path, line=line, field=f"{field}.{i}") for i, v in enumerate(ids_value)]
-    chunks = [Chunk(id=cid, text=t) for cid, t in zip(ids, texts)]
+    chunks = [Chunk(id=cid, text=t) for cid, t in zip(ids, texts, strict=True)]
     if ids_value is None:  # ids made from the texts: a repeated text is a repeat, not an error
         return number_repeated_texts(chunks, [True] * len(chunks))
     first: dict[str, int] = {}

@@ -143,7 +143,7 @@ def _read_parquet(p: Path) -> pd.DataFrame:
     dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if dup is not None:
         raise InputError(f"column {dup!r} appears twice in the table", path=p, field=dup)
-    return pd.DataFrame({n: pd.Series(v, dtype=object) for n, v in zip(names, values)}, columns=names)
+    return pd.DataFrame({n: pd.Series(v, dtype=object) for n, v in zip(names, values, strict=True)}, columns=names)
 
 
 def _resolve(
@@ -181,8 +181,8 @@ def _rows(df: pd.DataFrame, resolved: Mapping[str, str]) -> Iterator[tuple[int, 
     """``(row_number, {key: cell})`` for each data row, row 1 first."""
     keys = list(resolved)
     cols = [df[resolved[k]].tolist() for k in keys]
-    for n, values in enumerate(zip(*cols), start=1):
-        yield n, dict(zip(keys, values))
+    for n, values in enumerate(zip(*cols, strict=True), start=1):
+        yield n, dict(zip(keys, values, strict=True))
 
 
 class _RowAt(TypedDict):

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import pairwise
 from typing import NamedTuple
 
 from judge_eval.judge.core import Completion, CompletionRequest, JudgeCore
@@ -308,7 +309,7 @@ def _evidence_spans(chunk: str) -> list[_Span]:
     """Candidate evidence: every sentence of the chunk, then every two adjacent sentences (as
     one verbatim substring), in that order."""
     sentences = sentence_spans(chunk)
-    pairs = [(a[0], b[1]) for a, b in zip(sentences, sentences[1:])]
+    pairs = [(a[0], b[1]) for a, b in pairwise(sentences)]
     out = []
     for i, (start, end) in enumerate(sentences + pairs):
         exact = exact_tokens(chunk[start:end], with_parts=True)

@@ -68,7 +68,7 @@ def _sample_agreement(verdict: Mapping[str, Any]) -> float | None:
         return None
     claimed = claimed if claimed is not None and len(claimed) == len(grades) else [[]] * len(grades)
     final = set(verdict.get("supported") or [])
-    agree = sum(1 for g, s in zip(grades, claimed) if g == verdict["grade"] and set(s) == final)
+    agree = sum(1 for g, s in zip(grades, claimed, strict=True) if g == verdict["grade"] and set(s) == final)
     return agree / len(grades)
 
 

@@ -345,7 +345,7 @@ def _unflatten_argilla(rec: Any) -> Any:
     users = rec.get("grade.responses.users") or [None] * len(values)
     status = rec.get("grade.responses.status") or [None] * len(values)
     responses = [{"value": v, "user_id": u, **({"status": s} if s is not None else {})}
-                 for v, u, s in zip(values, users, status)]
+                 for v, u, s in zip(values, users, status, strict=False)]
     meta = {k: rec[k] for k in ("question_id", "chunk_id", "proposed_grade") if k in rec}
     suggestion = {"value": rec["grade.suggestion"]} if rec.get("grade.suggestion") is not None else {}
     return {"id": rec.get("id"), "fields": {}, "metadata": meta, "suggestions": {"grade": suggestion},

@@ -150,7 +150,7 @@ def aggregate(
         defined = ~np.isnan(matrix)
         stats = _column_stats(matrix, defined, n_boot, seed, confidence, cache)
         for j, col in enumerate(cols):
-            row: dict[str, object] = dict(zip(by_cols, keys))
+            row: dict[str, object] = dict(zip(by_cols, keys, strict=True))
             row["measure"] = col
             row.update({name: values[j] for name, values in stats.items()})
             rows.append(row)

@@ -57,10 +57,10 @@ class Trust:
                          _est(r.ppi_mean, r.ppi_ci_low, r.ppi_ci_high), _est(r.judge_mean, r.judge_ci_low,
                                                                               r.judge_ci_high),
                          f"{r.ppi_n_labelled}/{r.ppi_n_unlabelled}"])
-        widths = [max(len(x) for x in col) for col in zip(header, *body)]
+        widths = [max(len(x) for x in col) for col in zip(header, *body, strict=True)]
         for row in [header, *body]:
             lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                          for i, (c, w) in enumerate(zip(row, widths))))
+                                          for i, (c, w) in enumerate(zip(row, widths, strict=True))))
         return "\n".join(lines)
 
     def render(self) -> str:

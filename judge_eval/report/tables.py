@@ -38,10 +38,10 @@ def _cell(mean: float, lo: float, hi: float, with_ci: bool, digits: int) -> str:
 
 def text_grid(header: list[str], body: list[list[str]]) -> str:
     """Fixed-width columns two spaces apart: the first left-aligned, the others right-aligned."""
-    widths = [max(len(x) for x in col) for col in zip(header, *body)]
+    widths = [max(len(x) for x in col) for col in zip(header, *body, strict=True)]
 
     def line(row: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
 
     return "\n".join(line(row).rstrip() for row in [header, *body])
 
