@@ -631,11 +631,12 @@ def history_show(audit_id: str, history_path: str | None, config_path: str | Non
     """One audit (ID or a unique prefix of it): its verdict, checks, baseline and canary."""
     import json
 
-    from judge_eval.audit.report import render_markdown, render_text
+    from judge_eval.audit.report import render_text
+    from judge_eval.report.markdown import audit_markdown
 
     doc = _guard(lambda: _open_history(history_path, config_path).document(audit_id))
     click.echo(json.dumps(doc, indent=2, ensure_ascii=False) if fmt == "json"
-               else render_markdown(doc) if fmt == "markdown" else render_text(doc))
+               else audit_markdown(doc).rstrip("\n") if fmt == "markdown" else render_text(doc))
 
 
 @history.command("trend")

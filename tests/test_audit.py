@@ -160,6 +160,12 @@ def test_first_audit_passes_with_a_note_then_a_rerun_is_free_then_a_shuffle_regr
     assert recall["diff"] == 0 and recall["verdict"] == "pass"
     # the baseline is the last passing audit
     assert three["baseline"]["ids"] == [two["id"]]
+    # report.md (for CI logs and PR comments) starts with the same lines, Markdown-escaped
+    from judge_eval.report.markdown import md
+
+    top = (latest_folder(ws) / "report.md").read_text().splitlines()[:2 + len(three["headline"])]
+    assert three["headline"] == lines[:len(three["headline"])]
+    assert all(f"- {md(h)}" in top for h in three["headline"])
 
 
 def test_the_gate_numbers_are_the_independent_computation(scenario, tmp_path: Path):
@@ -446,9 +452,17 @@ def test_the_audit_folder_holds_results_audit_json_and_report_md(scenario, tmp_p
     assert doc["judge"]["identity"] == "openai:localhost/scripted-judge"
     assert doc["dataset"]["questions"] == 20 and doc["dataset"]["runs"] == ["bm25", "dense"]
     assert [(c["run"], c["metric"]) for c in doc["checks"]] == [(r, m) for r in ("bm25", "dense") for m in CHECK]
-    md = (audit.folder / "report.md").read_text()
-    assert md.startswith(f"# ✅ judge-eval audit `{doc['id']}`: pass")
-    assert "| run | metric | value [95% CI] |" in md
+    # report.md and report.html come from the renderers of `judge-eval report`, so rendering the
+    # folder again gives the same report.md
+    md_text = (audit.folder / "report.md").read_text()
+    assert md_text.splitlines()[0] == f"# judge-eval audit {doc['id']}: **PASS**"
+    assert "## Checks" in md_text and "`context_precision@10`" in md_text
+    html_text = (audit.folder / "report.html").read_text()
+    assert html_text.startswith("<!doctype html>") and doc["id"] in html_text
+    from judge_eval.report.markdown import audit_markdown
+    from judge_eval.report.render import read_source
+
+    assert audit_markdown(doc, current=read_source(audit.folder)) == md_text
     # the history holds the same audit, with per-question values of every measure
     history = History(tmp_path / "history.sqlite")
     assert history.document(doc["id"]) == doc

@@ -1,8 +1,9 @@
-"""An audit for people: the headline (the first lines the command prints), the checks table,
-and ``report.md`` (GitHub-flavoured: renders in CI logs, PR comments and on github.com).
+"""An audit on the terminal: the headline (the first lines the command prints, also stored in
+``audit.json`` for the reports), the checks table, and the history's list and trend.
 
-Everything here reads only the ``audit.json`` document, so ``judge-eval report DIR`` can render
-an audit folder written earlier.
+``report.md`` and ``report.html`` are written by the renderers of ``judge-eval report``
+(:func:`judge_eval.report.markdown.audit_markdown`, :func:`judge_eval.report.html.audit_html`),
+from ``audit.json`` alone, so an audit folder written earlier renders the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 from judge_eval.report.tables import text_grid
 
-__all__ = ["headline", "render_markdown", "render_text"]
+__all__ = ["headline", "render_history", "render_text", "render_trend"]
 
 
 def _v(x: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -108,69 +109,6 @@ def _accounting(doc: dict[str, Any]) -> str:
     return (f"judge work: tasks {a.get('tasks', 0)}, calls {a.get('calls', 0)}, cache hits {a.get('cache_hits', 0)}, "
             f"errors {a.get('errors', 0)}, tokens {a.get('total_tokens', 0)}, cost ${a.get('cost_usd', 0):.4f}"
             + (f"; canary calls {doc['canary']['calls']} (cache bypassed)" if doc.get("canary") else ""))
-
-
-def _md_table(header: list[str], body: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body]
-    return "\n".join(out)
-
-
-def render_markdown(doc: dict[str, Any]) -> str:
-    """``report.md``: verdict and regressions first, then the checks, the canary, the judge's
-    agreement with human labels, and what was audited."""
-    icon = {"pass": "✅", "regression": "❌", "judge_failed": "⚠️"}[doc["verdict"]]
-    lines = [f"# {icon} judge-eval audit `{doc['id']}`: {doc['verdict'].replace('_', ' ')}", ""]
-    head = headline(doc)
-    lines += [f"**{head[0]}**", ""]
-    if len(head) > 1:
-        lines += [f"- {h}" for h in head[1:]] + [""]
-    lines += [f"> note: {n}" for n in doc.get("notes", [])]
-    if doc.get("notes"):
-        lines.append("")
-    regressions = [c for c in doc["checks"] if c["verdict"] == "regression" and c["regressed_questions"]]
-    for c in regressions:
-        lines += [f"<details><summary>Questions that dropped most: {c['run']} / {c['metric']}</summary>", "",
-                  _md_table(["question", "value", "baseline", "diff"],
-                            [[f"`{q['question_id']}`", f"{q['value']:.3f}", f"{q['baseline']:.3f}",
-                              f"{q['diff']:+.3f}"] for q in c["regressed_questions"]]), "", "</details>", ""]
-    header, body = _check_rows(doc)
-    gate = doc["gate"]
-    lines += ["## Checks", "", _md_table(header, body), "",
-              f"value: mean over questions [95% bootstrap CI]; diff: mean paired difference against the baseline "
-              f"over the questions both have; p: paired randomization test, Holm-corrected over the "
-              f"{gate['family_size']} checks with a baseline and a drop limit; a regression is a value below its "
-              f"floor, or a drop larger than allowed with p (Holm) <= {gate['alpha']:g}.", ""]
-    canary = doc.get("canary")
-    if canary:
-        lines += ["## Canary (judge drift)", "", f"{'**DRIFT**: ' if canary['drift'] else ''}{canary['reason']}.", ""]
-        if canary["changed"]:
-            lines += [_md_table(["question", "chunk", "human grade", "judge grade", "previous judge grade"],
-                                [[f"`{c['question_id']}`", f"`{c['chunk_id']}`", str(c["human_grade"]),
-                                  str(c["judge_grade"]), str(c["previous_judge_grade"])] for c in canary["changed"]]),
-                      ""]
-    trust = doc.get("trust")
-    if trust:
-        chunk = {r["statistic"]: r for r in trust["agreement"].get("chunk", [])}
-        kappa = chunk.get("cohen_kappa", {})
-        lines += ["## Agreement with human labels", "",
-                  f"{trust['labelled_questions']} of {trust['questions']} questions are labelled; Cohen's kappa "
-                  f"(relevant / not) {_v(kappa.get('value'))} over {kappa.get('n', 0)} pairs.", ""]
-        est = [e for e in trust.get("estimates", [])]
-        if est:
-            lines += [_md_table(["run", "measure", "labelled only", "corrected (PPI)", "judge only"],
-                                [[str(e["run"]), str(e["human"]), _v(e.get("human_mean")), _v(e.get("ppi_mean")),
-                                  _v(e.get("judge_mean"))] for e in est]), ""]
-    ds, judge = doc["dataset"], doc["judge"]
-    lines += ["## What was audited", "",
-              f"- judge: `{judge['identity']}`" + (" (offline approximation)" if judge.get("approximate") else ""),
-              f"- prompts: {', '.join(doc['prompts'].values())}",
-              f"- dataset: {ds.get('questions')} questions, runs {', '.join(ds.get('runs', []))}, "
-              f"fingerprint `{ds.get('fingerprint')}`",
-              f"- config: `{doc['config']['hash']}`; judge-eval {doc['package_version']}",
-              f"- {_accounting(doc)}",
-              f"- started {doc['started']}, finished {doc['finished']}", ""]
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- the history

@@ -26,7 +26,6 @@ from judge_eval.audit.canary import CanaryResult, load_pairs, run_canary
 from judge_eval.audit.config import AuditConfig, RunSpec, load_config
 from judge_eval.audit.gate import Baseline, baseline_values, choose_baseline, run_gate, signature
 from judge_eval.audit.history import History, HistoryError
-from judge_eval.audit.report import render_markdown
 from judge_eval.errors import ConfigError, ExitCode, InputError
 from judge_eval.report.folder import RESULT_FILES, _clean, write_results
 from judge_eval.results import Results
@@ -225,26 +224,53 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
     doc["headline"] = headline(doc)
     # -- record, then write the folder
     history.record(doc, results.per_question, results.summary, canary.items if canary else ())
-    html = _html_renderer()
+    trend = _trend_rows(history, doc, cfg.check)
+    base_folder = cfg.output_dir / baseline.ids[0] if baseline is not None and len(baseline.ids) == 1 else None
 
     def fill(tmp: Path) -> None:
         write_results(results, tmp)
         (tmp / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
                                         "utf-8")
-        (tmp / "report.md").write_text(render_markdown(doc), "utf-8")
-        if html is not None:
-            (tmp / "report.html").write_text(html(doc, tmp), "utf-8")
+        write_reports(doc, tmp, baseline_folder=base_folder, history=trend)
 
     write_folder(folder, AUDIT_FILES, fill, option="--out" if out is not None else "output.dir")
     return Audit(document=doc, results=results, folder=folder)
 
 
-def _html_renderer() -> Callable[[dict[str, Any], Path], str] | None:
-    """The audit renderer of ``judge_eval.report.html`` (``render_audit(document, folder)``)
-    when that module offers one; None otherwise (the results folder's report.html stays)."""
-    try:
-        from judge_eval.report import html as html_mod  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    fn = getattr(html_mod, "render_audit", None)
-    return fn if callable(fn) else None
+def write_reports(doc: dict[str, Any], folder: Path, *, baseline_folder: Path | None = None,
+                  history: list[dict[str, Any]] | None = None) -> None:
+    """``report.md`` and ``report.html`` of the audit folder being built (which already holds the
+    results files and ``audit.json``), with the renderers of ``judge-eval report``
+    (:mod:`judge_eval.report.markdown`, :mod:`judge_eval.report.html`): the file the audit writes
+    is the file ``judge-eval report`` would write. The trend comes from the history."""
+    from judge_eval.report.html import audit_html
+    from judge_eval.report.markdown import audit_markdown
+    from judge_eval.report.render import read_source
+
+    current = read_source(folder)
+    base = None
+    if baseline_folder is not None and (baseline_folder / "summary.json").is_file():
+        try:
+            base = read_source(baseline_folder)
+        except InputError:  # a baseline folder moved or edited by hand: its chunks are optional
+            base = None
+    (folder / "report.md").write_text(audit_markdown(doc, current=current), "utf-8")
+    (folder / "report.html").write_text(audit_html(doc, current=current, baseline=base, history=history), "utf-8")
+
+
+def _trend_rows(history: History, doc: dict[str, Any], metrics: list[str]) -> list[dict[str, Any]]:
+    """The checked metrics in every recorded audit comparable with ``doc`` (same judge, prompts,
+    test set), oldest first: rows ``{audit, run, metric, value, ci_low, ci_high}`` (``audit`` is
+    its start time), as the HTML report's trend wants them."""
+    mine = (doc["judge"]["identity"], doc["prompts"], doc["dataset"].get("questions_fingerprint"))
+    keep = {a["id"] for a in history.audits()
+            if (a["judge_identity"], a["prompts"], a["questions_fingerprint"]) == mine}
+    rows: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    for metric in metrics:
+        frame = history.trend(metric)
+        for r in frame[frame["audit_id"].isin(keep)].itertuples(index=False):
+            rows.append(((r.started, r.audit_id), {"audit": r.started, "run": r.run, "metric": metric,
+                                                   "value": _clean(r.value), "ci_low": _clean(r.ci_low),
+                                                   "ci_high": _clean(r.ci_high)}))
+    rows.sort(key=lambda t: t[0])
+    return [row for _, row in rows]
