@@ -165,3 +165,30 @@ def test_canary_statistics_by_hand() -> None:
     assert ok.value == pytest.approx(1 / 6) and not ok.drift
     none = score_canary([dict(items[-1])], statistic="accuracy", floor=0.5)
     assert none.drift and none.value is None and "no canary pair could be judged" in none.reason
+
+
+@pytest.mark.parametrize("line, field, words", [
+    ('{"question_id": "q1", "chunk_id": "c", "grade": -1, "text": "t", "question": "q", "reference": "r"}', "grade",
+     "integer >= 0"),
+    ('{"question_id": "q1", "chunk_id": "c", "grade": 1, "question": "q", "reference": "r"}', "text", "non-empty"),
+    ('{"question_id": "zz", "chunk_id": "c", "grade": 1, "text": "t"}', "question", "non-empty"),
+    ('[1, 2]', None, "expected a JSON object"),
+])
+def test_canary_file_errors_name_the_line_and_field(line: str, field: str | None, words: str, tmp_path) -> None:
+    from judge_eval.audit.canary import load_pairs
+    from judge_eval.data.models import Question
+    from judge_eval.errors import InputError
+
+    good = '{"question_id": "q1", "chunk_id": "c0", "grade": 2, "text": "t"}'
+    path = tmp_path / "canary.jsonl"
+    path.write_text(good + "\n" + line + "\n")
+    questions = {"q1": Question(id="q1", question="Q?", reference="R.")}
+    with pytest.raises(InputError) as err:
+        load_pairs(path, questions)
+    assert (err.value.line, err.value.field) == (2, field) and words in str(err.value)
+    path.write_text(good + "\n" + good + "\n")
+    with pytest.raises(InputError, match="appears twice"):
+        load_pairs(path, questions)
+    path.write_text(good + "\n")
+    (pair,) = load_pairs(path, questions)  # question and reference come from the dataset
+    assert (pair.question, pair.reference, pair.grade) == ("Q?", "R.", 2)

@@ -12,7 +12,6 @@ both agree on relevant/not; or ``cohen_kappa``) below its floor is **drift**: th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,6 +21,7 @@ import numpy as np
 from judge_eval.data.models import Chunk, Dataset, Question, Run
 from judge_eval.errors import InputError
 from judge_eval.metrics.agreement import cohen_kappa
+from judge_eval.report.folder import iter_jsonl
 
 __all__ = ["CanaryPair", "CanaryResult", "load_pairs", "run_canary", "score_canary"]
 
@@ -39,51 +39,40 @@ class CanaryPair:
     reference: str
 
 
+def _field(row: Mapping[str, Any], name: str, kind: type, path: Path, line: int, fallback: Any = None) -> Any:
+    """``row[name]`` (or ``fallback``): a non-empty string, or for ``int`` an integer >= 0."""
+    value = row.get(name, fallback)
+    if kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    else:
+        ok = isinstance(value, str) and bool(value.strip())
+    if not ok:
+        what = "an integer >= 0" if kind is int else "a non-empty string"
+        raise InputError(f"must be {what}, got {value!r}", path=path, line=line, field=name)
+    return value
+
+
 def load_pairs(path: str | Path, questions: Mapping[str, Question] | None = None) -> list[CanaryPair]:
     """Read and check the canary file; an :class:`InputError` names the line and field."""
     p = Path(path)
     pairs: list[CanaryPair] = []
     seen: set[tuple[str, str]] = set()
     questions = questions or {}
-    with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8").lstrip("\ufeff") if lineno == 1 else raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InputError("not valid UTF-8", path=p, line=lineno) from None
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except ValueError as exc:
-                raise InputError(f"not valid JSON ({exc})", path=p, line=lineno) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=p, line=lineno)
-
-            def need(name: str, kind: type, fallback: Any = None) -> Any:
-                value = row.get(name, fallback)
-                if kind is int:
-                    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-                else:
-                    ok = isinstance(value, str) and bool(value.strip())
-                if not ok:
-                    what = "an integer >= 0" if kind is int else "a non-empty string"
-                    raise InputError(f"must be {what}, got {value!r}", path=p, line=lineno, field=name)
-                return value
-
-            qid = str(row.get("question_id")) if isinstance(row.get("question_id"), (str, int)) else None
-            qid = need("question_id", str, qid)
-            known = questions.get(qid)
-            pair = CanaryPair(
-                question_id=qid, chunk_id=need("chunk_id", str), grade=need("grade", int), text=need("text", str),
-                question=need("question", str, known.question if known else None),
-                reference=need("reference", str, known.reference if known else None),
-            )
-            if (pair.question_id, pair.chunk_id) in seen:
-                raise InputError(f"pair ({pair.question_id}, {pair.chunk_id}) appears twice", path=p, line=lineno,
-                                 field="chunk_id")
-            seen.add((pair.question_id, pair.chunk_id))
-            pairs.append(pair)
+    for lineno, row in iter_jsonl(p):
+        qid = row.get("question_id")
+        qid = _field(row, "question_id", str, p, lineno, str(qid) if isinstance(qid, (str, int)) else None)
+        known = questions.get(qid)
+        pair = CanaryPair(
+            question_id=qid, chunk_id=_field(row, "chunk_id", str, p, lineno),
+            grade=_field(row, "grade", int, p, lineno), text=_field(row, "text", str, p, lineno),
+            question=_field(row, "question", str, p, lineno, known.question if known else None),
+            reference=_field(row, "reference", str, p, lineno, known.reference if known else None),
+        )
+        if (pair.question_id, pair.chunk_id) in seen:
+            raise InputError(f"pair ({pair.question_id}, {pair.chunk_id}) appears twice", path=p, line=lineno,
+                             field="chunk_id")
+        seen.add((pair.question_id, pair.chunk_id))
+        pairs.append(pair)
     if not pairs:
         raise InputError("no canary pair (the file is empty)", path=p)
     return pairs

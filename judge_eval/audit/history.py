@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from judge_eval.cache import ResponseCache
 from judge_eval.errors import ExitCode, JudgeEvalError
 
 __all__ = ["History", "HistoryError", "SCHEMA_VERSION"]
@@ -187,19 +188,9 @@ class History:
             raise HistoryError(f"has schema version {version[0] if version else '?'}, this judge-eval reads "
                                f"{SCHEMA_VERSION}; use a matching judge-eval or a new history file", path=self.path)
 
-    @staticmethod
-    @contextmanager
-    def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            # SQLite may already have rolled back (a full disk, an I/O error): then the original
-            # error is the one to report, not "no transaction is active"
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+    #: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` unless SQLite already rolled back (a full
+    #: disk, an I/O error): the response cache's transaction, shared
+    _transaction = staticmethod(ResponseCache._transaction)
 
     @contextmanager
     def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
