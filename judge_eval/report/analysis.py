@@ -100,7 +100,8 @@ def movers(current: ReportSource, baseline: ReportSource, *, metric: str | None 
             if delta != 0:
                 out["moved"] += 1
                 out["up" if delta > 0 else "down"] += 1
-                rows.append((-abs(delta), delta, order, q_order, {"run": run, "baseline_run": base_run, "question_id": qid,
+                # rounded: 0.2 - 0.7 and 0.0 - 0.5 are the same change for a reader
+                rows.append((-round(abs(delta), 12), round(delta, 12), order, q_order, {"run": run, "baseline_run": base_run, "question_id": qid,
                                                            "question": texts.get(qid, ""), "baseline": b,
                                                            "current": c, "delta": delta}))
     rows.sort(key=lambda t: t[:4])

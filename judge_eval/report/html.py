@@ -182,8 +182,8 @@ class Page:
         if spec is None or not self.plotting:
             return f"<figure class='numbers-only'>{cap}{numbers}</figure>"
         plot_id = f"plot-{len(self.specs) + 1}"
-        self.specs.append((plot_id, spec))
-        return (f"<figure><div class='plot' id='{plot_id}' role='img' aria-label='{esc(label or 'plot')}'></div>{cap}"
+        self.specs.append((plot_id, {**spec, "description": label or "plot"}))  # Vega's aria-label
+        return (f"<figure><div class='plot' id='{plot_id}' data-label='{esc(label or 'plot')}'></div>{cap}"
                 f"<details class='numbers' open><summary>the numbers</summary>{numbers}</details></figure>")
 
     def render(self, header: str) -> str:
@@ -616,6 +616,7 @@ figure{margin:8px 0}figcaption{color:#57606a;font-size:13px}
 .plot .vega-bindings{margin:4px 0}
 .grid{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}.grid>figure{flex:0 1 auto;min-width:0;max-width:100%}
 details{margin:4px 0}summary{cursor:pointer}
+section,details.question{scroll-margin-top:44px}
 details.question{border:1px solid #d0d7de;border-radius:6px;padding:4px 8px;margin:6px 0}
 details.question[open]{background:#fbfcfd}
 .sides{display:grid;grid-template-columns:1fr 1fr;gap:16px}.sides>div{min-width:0}

@@ -27,6 +27,7 @@ PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#9c755f", "#bab0ac"]
 
 WIDTH = 520
+WIDE = 700  # the metrics plot: labels (up to 220 px) + 700 + its value labels fit 1200 px
 
 
 def vega_scripts() -> str | None:
@@ -71,7 +72,7 @@ def metrics_spec(summary: list[dict[str, Any]], runs: list[str], measures: list[
     step = 13  # per run: with yOffset the step is the offset band's
     return {
         "data": {"values": rows},
-        "width": WIDTH,
+        "width": WIDE,
         "height": {"step": step},
         "encoding": {
             "y": {"field": "measure", "type": "nominal", "sort": measures, "title": None,
