@@ -2,7 +2,8 @@
 
 Two helpers, used by every command that writes:
 
-- :func:`write_text`: one file, written to a temporary sibling and renamed into place.
+- :func:`write_text` and :func:`open_atomic`: one file, written to a temporary sibling and
+  renamed into place.
 - :func:`write_folder` (with :func:`check_folder`): a folder of files that *we* own, such as a
   results folder, built in a temporary sibling and moved into place only when complete.
 
@@ -27,12 +28,14 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from judge_eval.errors import ConfigError
 
-__all__ = ["check_folder", "check_file", "write_folder", "write_text"]
+__all__ = ["check_file", "check_folder", "open_atomic", "write_folder", "write_text"]
 
 
 def _umask() -> int:
@@ -72,22 +75,31 @@ def check_file(path: str | os.PathLike[str], *, option: str = "--out") -> Path:
     return p
 
 
-def write_text(path: str | os.PathLike[str], text: str, *, option: str = "--out") -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary sibling renamed into place: a
-    failure leaves the old file (or nothing), never half a file. Parents are created."""
+@contextmanager
+def open_atomic(path: str | os.PathLike[str], *, option: str = "--out") -> Iterator[IO[str]]:
+    """Open ``path`` for writing UTF-8 text (``\\n`` line ends) so that it appears only when
+    complete: the text goes to a temporary sibling renamed over ``path`` on success; on an error
+    the sibling is removed and ``path`` is untouched. Parents are created; a new file gets the
+    usual permissions (an existing one keeps its own)."""
     p = check_file(path, option=option)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            yield fh
         if p.exists():
             os.chmod(tmp, p.stat().st_mode & 0o7777)
         os.replace(tmp, p)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return p
+
+
+def write_text(path: str | os.PathLike[str], text: str, *, option: str = "--out") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`open_atomic`)."""
+    with open_atomic(path, option=option) as fh:
+        fh.write(text)
+    return Path(path).expanduser()
 
 
 def _foreign_entries(out: Path, owned: Collection[str]) -> list[str]:

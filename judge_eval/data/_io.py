@@ -19,13 +19,12 @@ import math
 import numbers
 import os
 import re
-import tempfile
 from collections.abc import Generator, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Union
+from typing import Any, Union
 
 from judge_eval._jsonpath import first_path
+from judge_eval.atomic import open_atomic
 from judge_eval.errors import InputError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -461,24 +460,8 @@ def not_in_corpus(what: str, cid: str, corpus: Any) -> str:
 # --- writing ------------------------------------------------------------------------------
 
 
-@contextmanager
-def atomic_write(path: PathLike) -> Iterator[IO[str]]:
-    """Open ``path`` for writing UTF-8 text so that it appears only when complete: the content is
-    written to a temporary file in the same folder and renamed over ``path`` on success; on an
-    error the temporary file is removed and ``path`` is untouched."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            yield fh
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+#: open a file for writing so that it appears only when complete (:func:`judge_eval.atomic.open_atomic`)
+atomic_write = open_atomic
 
 
 def dump_json_line(obj: Any) -> str:
