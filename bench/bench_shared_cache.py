@@ -70,7 +70,7 @@ def main() -> None:
         print(f"client code: {args.client_path or 'this checkout'}")
         print(f"unique tasks {unique}; requests answered {sum(served.values())}; tasks paid twice {twice}; "
               f"exit codes {[p.returncode for p in procs]}; wall {wall:.1f} s at {args.latency * 1000:.0f} ms latency")
-        for p, (out, err) in zip(procs, outs, strict=True):
+        for p, (_out, err) in zip(procs, outs, strict=True):
             if p.returncode != 0:
                 print(err[-2000:], file=sys.stderr)
 
