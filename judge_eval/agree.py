@@ -49,7 +49,8 @@ def agree(results_dir: PathLike, qrels: PathLike | Qrels, *, columns: Mapping[st
     settings = info.get("settings") or {}
     ks = [int(k) for k in settings.get("ks") or []]
     if not ks:
-        raise InputError("summary.json has no settings.ks", path=Path(results_dir) / "summary.json", field="settings.ks")
+        raise InputError("summary.json has no settings.ks", path=Path(results_dir) / "summary.json",
+                         field="settings.ks")
     threshold = int(settings.get("relevance_threshold", 1))
     questions = list(dict.fromkeys(per_question["question_id"].astype(str)))
     labelled = [q for q in questions if labels.for_question(q)]

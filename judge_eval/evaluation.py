@@ -279,5 +279,6 @@ def evaluate(
 def _order_rows(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
     run_order = {name: i for i, name in enumerate(ds.runs)}
     q_order = {qid: i for i, qid in enumerate(ds.questions)}
-    key = frame["run"].map(run_order).fillna(len(run_order)) * (len(q_order) + 1) + frame["question_id"].map(q_order).fillna(len(q_order))
+    key = (frame["run"].map(run_order).fillna(len(run_order)) * (len(q_order) + 1)
+           + frame["question_id"].map(q_order).fillna(len(q_order)))
     return frame.assign(_k=key).sort_values("_k", kind="stable").drop(columns="_k").reset_index(drop=True)

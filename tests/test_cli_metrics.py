@@ -155,7 +155,8 @@ def test_csv_run_with_a_column_mapping(tmp_path: Path) -> None:
         lines += [f"{qid},{doc},{i}" for i, doc in enumerate(ranking, start=1)]
     run.write_text("\n".join(lines) + "\n")
     args = ["metrics", "--qrels", str(MINI / "qrels.txt"), "-k", "5", "--format", "json"]
-    mapped = CliRunner().invoke(main, args + ["--run", f"dense={run}", "--columns", "question_id=query,chunk_id=doc,rank=pos"])
+    mapped = CliRunner().invoke(
+        main, args + ["--run", f"dense={run}", "--columns", "question_id=query,chunk_id=doc,rank=pos"])
     trec = CliRunner().invoke(main, args + ["--run", f"dense={MINI / 'runs' / 'dense.trec'}"])
     assert mapped.exit_code == 0, mapped.output
     assert json.loads(mapped.output) == json.loads(trec.output)

@@ -42,7 +42,8 @@ def env_with_key() -> dict[str, str]:
 def mini_scenario():
     ds = load_dataset(MINI / "questions.jsonl", {n: MINI / "runs" / f"{n}.trec" for n in ("bm25", "dense")},
                       corpus=MINI / "corpus.jsonl")
-    unique = {(ds.questions[q].question, c.text) for r in ds.runs.values() for q, cs in r.rankings.items() for c in cs[:3]}
+    unique = {(ds.questions[q].question, c.text)
+              for r in ds.runs.values() for q, cs in r.rankings.items() for c in cs[:3]}
     return offline_scenario(ds, depth=3), len(ds.questions) + len(unique)
 
 

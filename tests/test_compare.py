@@ -69,7 +69,8 @@ def test_holm_is_applied_over_the_pairs_of_each_measure(tmp_path: Path) -> None:
     values = {"a": base, "b": base + rng.normal(0.05, 0.1, 40), "c": base + rng.normal(0.0, 0.1, 40)}
     folder = write_folder(tmp_path / "r", {k: list(v) for k, v in values.items()})
     result = compare([folder])
-    assert list(result.pairs[["run_a", "run_b"]].itertuples(index=False, name=None)) == [("a", "b"), ("a", "c"), ("b", "c")]
+    pairs = list(result.pairs[["run_a", "run_b"]].itertuples(index=False, name=None))
+    assert pairs == [("a", "b"), ("a", "c"), ("b", "c")]
     assert np.allclose(result.pairs["p_holm"], holm(result.pairs["p_value"].to_numpy()))
     for r in result.pairs.itertuples(index=False):
         assert r.p_value == randomization_test(values[r.run_a], values[r.run_b])

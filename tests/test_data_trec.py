@@ -50,7 +50,8 @@ def test_beir_corpus_fills_texts_and_tie_keeps_file_order():
 
 def test_corpus_forms(tmp_path):
     jsonl = tmp_path / "c.jsonl"
-    jsonl.write_text('{"id": "a", "text": "one"}\n{"_id": "b", "contents": "two", "title": "t"}\n{"docid": 3, "text": " x "}\n')
+    jsonl.write_text('{"id": "a", "text": "one"}\n{"_id": "b", "contents": "two", "title": "t"}\n'
+                     '{"docid": 3, "text": " x "}\n')
     assert read_corpus(jsonl) == {"a": "one", "b": "two", "3": " x "}
     tsv = tmp_path / "collection.tsv"
     tsv.write_text("id\ttext\ttitle\np1\tfirst passage\tT1\np2\tsecond\tT2\n")

@@ -116,7 +116,8 @@ def test_judge_ndcg_is_undefined_when_the_pool_holds_only_on_topic_chunks() -> N
     # the offline judge grades this chunk 1: it shares words with the question, supports nothing
     q = Question(id="q1", question="What colour is the fish X?",
                  reference="X is a bright blue tropical fish living near Fiji.")
-    ds = Dataset(questions={"q1": q}, runs={"r": Run(name="r", rankings={"q1": [Chunk(id="a", text="The fish X has a colour.")]})})
+    run = Run(name="r", rankings={"q1": [Chunk(id="a", text="The fish X has a colour.")]})
+    ds = Dataset(questions={"q1": q}, runs={"r": run})
     res = judge_eval.evaluate(ds, judge="offline", ks=(1,))
     assert res.verdicts.iloc[0]["grade"] == 1
     got = row(res, "r", "q1")

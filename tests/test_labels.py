@@ -53,7 +53,8 @@ def test_confidence_proxy_takes_off_a_documented_amount_per_signal() -> None:
 
 def test_with_samples_confidence_is_the_share_of_samples_that_agree_with_the_verdict() -> None:
     # final: grade 2, statement 1. Samples: (2, {1}) agrees, (2, {1}) agrees, (3, {1}) does not -> 2/3
-    v = {"grade": 2, "capped_grade": 2, "supported": [1], "sample_grades": [2, 2, 3], "sample_supported": [[1], [1], [1]]}
+    v = {"grade": 2, "capped_grade": 2, "supported": [1], "sample_grades": [2, 2, 3],
+         "sample_supported": [[1], [1], [1]]}
     assert confidence(v) == pytest.approx(2 / 3)
     assert "samples_disagree" in signals(v)
     # same grades, but one sample claimed statement 2 too: (2,{1}) (2,{1,2}) (2,{1}) -> 2/3
@@ -140,7 +141,8 @@ def test_a_folder_without_texts_is_refused_with_what_to_do(tmp_path: Path) -> No
     (old / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError) as e:
         load_proposals(old)
-    assert (e.value.line, e.value.field) == (2, "chunk_text") and "run the same `judge-eval score` again" in str(e.value)
+    assert (e.value.line, e.value.field) == (2, "chunk_text")
+    assert "run the same `judge-eval score` again" in str(e.value)
 
 
 # ----------------------------------------------------------------------------- formats
@@ -366,7 +368,8 @@ def test_a_csv_grade_out_of_range_names_the_data_row(tmp_path: Path) -> None:
 
 
 def test_a_label_studio_export_of_another_project_is_rejected(tmp_path: Path) -> None:
-    _assert_rejected(tmp_path, DATA / "label_studio_other_project.json", 1, "data.item_id", "an export of another project?")
+    _assert_rejected(tmp_path, DATA / "label_studio_other_project.json", 1, "data.item_id",
+                     "an export of another project?")
 
 
 def test_reviewers_who_disagree_and_duplicates_are_rejected(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def test_review_with_keys_and_mouse_reload_download_import(browser, tmp_path: Pa
     deadline = time.time() + 20
     files: list[Path] = []
     while time.time() < deadline:
-        files = [f for f in browser.downloads.iterdir() if not f.name.endswith(".crdownload") and not f.name.startswith(".")]
+        files = [f for f in browser.downloads.iterdir()
+                 if not f.name.endswith(".crdownload") and not f.name.startswith(".")]
         if files:
             break
         time.sleep(0.1)

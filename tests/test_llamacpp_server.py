@@ -71,7 +71,8 @@ def missing_requirements() -> str | None:
         return "llama_cpp is not installed: pip install 'llama-cpp-python[server]' (see docs/llamacpp.md)"
     absent = [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
     if absent:
-        return f"llama-cpp-python's server extras are missing ({', '.join(absent)}): pip install 'llama-cpp-python[server]'"
+        return (f"llama-cpp-python's server extras are missing ({', '.join(absent)}): "
+                "pip install 'llama-cpp-python[server]'")
     if find_gguf() is None:
         if os.environ.get("JUDGE_EVAL_LLAMACPP_MODEL"):
             return f"JUDGE_EVAL_LLAMACPP_MODEL={os.environ['JUDGE_EVAL_LLAMACPP_MODEL']} is not a file"

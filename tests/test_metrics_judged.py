@@ -236,7 +236,8 @@ def test_decomposition_failed():
 
 
 def test_no_reference():
-    m = judged_question_metrics(None, [None, None], [1, 5], useful_rule="grade", joint_verdicts={1: None, 5: None}, no_reference=True)
+    m = judged_question_metrics(None, [None, None], [1, 5], useful_rule="grade", joint_verdicts={1: None, 5: None},
+                                no_reference=True)
     assert all(v is None for v in m.values.values())
     assert set(m.missing.values()) == {"no_reference"}
     assert len(m.missing) == 6
@@ -259,7 +260,8 @@ def test_joint_variant_in_question_metrics():
     assert m.values["joint_context_recall@3"] == pytest.approx(2 / 3)
     assert m.values["joint_context_recall@5"] is None
     assert m.missing == {"joint_context_recall@5": "judge_error"}
-    assert judged_question_metrics(0, verdicts, [3], joint_verdicts=joint).missing["joint_context_recall@3"] == "no_statements"
+    missing = judged_question_metrics(0, verdicts, [3], joint_verdicts=joint).missing
+    assert missing["joint_context_recall@3"] == "no_statements"
     with pytest.raises(ValueError):
         judged_question_metrics(3, verdicts, [1], joint_verdicts=joint)
 

@@ -19,7 +19,8 @@ MINI = ROOT / "fixtures" / "clapnq" / "mini"
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory) -> tuple[judge_eval.Results, Path]:
     out = tmp_path_factory.mktemp("trust") / "res"
-    results = judge_eval.evaluate(MINI / "questions.jsonl", runs={n: MINI / "runs" / f"{n}.trec" for n in ("bm25", "dense")},
+    runs = {n: MINI / "runs" / f"{n}.trec" for n in ("bm25", "dense")}
+    results = judge_eval.evaluate(MINI / "questions.jsonl", runs=runs,
                                   qrels=MINI / "qrels.txt", corpus=MINI / "corpus.jsonl", judge="offline", ks=(3, 5))
     judge_eval.write_results(results, out)
     return results, out

@@ -33,7 +33,8 @@ def _sibling(out: Path, suffix: str) -> Path:
 
 
 def propose(results: PathLike, out: PathLike, *, fmt: str = "jsonl", order: Order = "uncertainty",
-            limit: int | None = None, only_unlabelled: bool = False, qrels: PathLike | None = None) -> tuple[Proposals, list[Path]]:
+            limit: int | None = None, only_unlabelled: bool = False,
+            qrels: PathLike | None = None) -> tuple[Proposals, list[Path]]:
     """Write the label proposals of the results folder ``results`` to ``out`` in format ``fmt``
     (``jsonl``, ``csv``, ``label-studio``, ``argilla``); the last two also write a sibling file
     (``<stem>.label_config.xml``, ``<stem>.settings.json``). Returns the proposals and the paths

@@ -33,6 +33,9 @@ CSV_COLUMNS = ("id", "question_id", "chunk_id", "question", "statements", "chunk
 GRADES = (0, 1, 2, 3)
 GRADE_NAMES = {0: "0 irrelevant", 1: "1 related, answers nothing", 2: "2 supports part of the answer",
                3: "3 supports the whole answer"}
+#: the grade scale as the Label Studio form states it
+_GRADE_HELP = ("Grade: 0 irrelevant, 1 related but answers nothing, 2 supports part of the answer, "
+               "3 supports the whole answer")
 
 
 def statements_text(item: dict[str, Any]) -> str:
@@ -85,7 +88,7 @@ def label_studio_config(n_statements: int) -> str:
   </Labels>
   <Text name="chunk" value="$chunk_text"/>
   <Header value="Judge: grade $proposed_grade, confidence $confidence. $reason"/>
-  <Header value="Grade: 0 irrelevant, 1 related but answers nothing, 2 supports part of the answer, 3 supports the whole answer"/>
+  <Header value="{_GRADE_HELP}"/>
   <Choices name="grade" toName="chunk" choice="single-radio" showInline="true" required="true">
 {choices}
   </Choices>
@@ -114,7 +117,8 @@ def _ls_task(it: dict[str, Any], p: Proposals) -> dict[str, Any]:
             result.append({
                 "id": f"{it['id']}-s{ev['statement']}-{i}", "from_name": "evidence", "to_name": "chunk",
                 "type": "labels",
-                "value": {"start": start, "end": end, "text": it["chunk_text"][start:end], "labels": [f"S{ev['statement']}"]},
+                "value": {"start": start, "end": end, "text": it["chunk_text"][start:end],
+                          "labels": [f"S{ev['statement']}"]},
             })
     task["predictions"] = [{"model_version": p.judge or "judge", "score": it["confidence"], "result": result}]
     return task
@@ -186,7 +190,8 @@ def _argilla_record(it: dict[str, Any], p: Proposals) -> dict[str, Any]:
     if it["proposed_grade"] is not None:
         agent = p.judge or "judge"
         suggestions["grade"] = {"value": it["proposed_grade"], "score": it["confidence"], "agent": agent}
-        spans = [{"start": s, "end": e, "label": f"S{ev['statement']}"} for ev in it["evidence"] for s, e in ev["spans"]]
+        spans = [{"start": s, "end": e, "label": f"S{ev['statement']}"}
+                 for ev in it["evidence"] for s, e in ev["spans"]]
         if spans:
             suggestions["evidence"] = {"value": spans, "score": None, "agent": agent}
     return {
@@ -208,7 +213,8 @@ def _argilla(p: Proposals) -> dict[str, str]:
     for r in records:  # Argilla rejects null metadata values
         r["metadata"] = {k: v for k, v in r["metadata"].items() if v is not None}
     return {"": json.dumps(records, ensure_ascii=False, indent=1) + "\n",
-            ".settings.json": json.dumps(argilla_settings(_max_statements(p), p.runs), ensure_ascii=False, indent=1) + "\n"}
+            ".settings.json": json.dumps(argilla_settings(_max_statements(p), p.runs), ensure_ascii=False,
+                                         indent=1) + "\n"}
 
 
 FORMATS: dict[str, Callable[[Proposals], dict[str, str]]] = {

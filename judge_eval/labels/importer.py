@@ -299,7 +299,8 @@ def _read_argilla(path: Path, records: list[Any]) -> list[Review]:
                 continue  # drafts and discarded answers are not labels
             answers.append((resp.get("value"), _text(resp.get("user_id")), "", ""))
         notes = [str(r.get("value")) for r in (responses.get("note") or []) if isinstance(r, dict)
-                 and r.get("status", "submitted") == "submitted" and r.get("value")] if isinstance(responses, dict) else []
+                 and r.get("status", "submitted") == "submitted" and r.get("value")
+                 ] if isinstance(responses, dict) else []
         suggestion = ((rec.get("suggestions") or {}).get("grade") or {})
         fields = {"item_id": rec.get("id"), "question_id": meta.get("question_id"), "chunk_id": meta.get("chunk_id"),
                   "proposed_grade": suggestion.get("value", meta.get("proposed_grade"))}

@@ -138,7 +138,8 @@ def _sort(items: list[dict[str, Any]], order: Order, runs: list[str]) -> list[di
         named = [(run_pos.get(r, len(run_pos)), rank) for r, rank in it["runs"].items()]
         return min(named, default=(len(run_pos), 10**9))
 
-    return sorted(items, key=lambda it: (first_run(it)[0], q_order[it["question_id"]], first_run(it)[1], it["chunk_id"]))
+    return sorted(items, key=lambda it: (first_run(it)[0], q_order[it["question_id"]], first_run(it)[1],
+                                         it["chunk_id"]))
 
 
 def load_proposals(results: PathLike, *, order: Order = "uncertainty", limit: int | None = None,
@@ -154,7 +155,8 @@ def load_proposals(results: PathLike, *, order: Order = "uncertainty", limit: in
     if order not in ORDERS:
         raise ConfigError(f"unknown order {order!r}; choose one of {', '.join(ORDERS)}", option="--order")
     if only_unlabelled and qrels is None:
-        raise ConfigError("--only-unlabelled needs --qrels PATH (the labels you already have)", option="--only-unlabelled")
+        raise ConfigError("--only-unlabelled needs --qrels PATH (the labels you already have)",
+                          option="--only-unlabelled")
     if qrels is not None and not only_unlabelled:
         raise ConfigError("--qrels is only used with --only-unlabelled", option="--qrels")
     if limit is not None and limit < 1:

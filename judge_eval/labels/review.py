@@ -50,7 +50,8 @@ def review_page(p: Proposals, *, download_name: str = "reviewed.jsonl") -> str:
         questions.setdefault(it["question_id"], {"question": it["question"], "statements": it["statements"]})
         items.append({k: it[k] for k in PAGE_FIELDS})
     key = hashlib.sha256("\n".join([p.judge, *(it["id"] for it in p.items)]).encode("utf-8")).hexdigest()[:20]
-    title = f"{Path(p.source).name or p.source} \u00b7 judge {p.judge}" + (" (offline approximation)" if p.approximate else "")
+    title = f"{Path(p.source).name or p.source} \u00b7 judge {p.judge}" + (
+        " (offline approximation)" if p.approximate else "")
     data = {"meta": {"key": key, "title": title, "runs": p.runs, "download_name": download_name,
                      "judge": p.judge, "source": p.source},
             "questions": questions, "items": items}

@@ -5,7 +5,8 @@ run it by hand after changing judge_eval/labels/formats.py, in a scratch environ
 
     python -m venv /tmp/fmtcheck && /tmp/fmtcheck/bin/pip install argilla==2.8.0 label-studio-sdk==2.1.2
     /tmp/fmtcheck/bin/python tests/data/labels/check_tool_formats.py \
-        tests/data/labels/expected/tiny.label-studio.json tests/data/labels/expected/tiny.label-studio.label_config.xml \
+        tests/data/labels/expected/tiny.label-studio.json \
+        tests/data/labels/expected/tiny.label-studio.label_config.xml \
         tests/data/labels/expected/tiny.argilla.json tests/data/labels/expected/tiny.argilla.settings.json
 
 Label Studio: LabelInterface(config).validate() (schema, names, toName, attributes), every
@@ -29,11 +30,14 @@ for i, t in enumerate(tasks):
             errors.append((i, "missing data", obj.value_name))
     for p in t.get("predictions", []):
         e = li.validate_prediction(p, return_errors=True)
-        if e: errors.append((i, e))
+        if e:
+            errors.append((i, e))
     for a in t.get("annotations", []):
         e = li.validate_prediction(a, return_errors=True)
-        if e: errors.append((i, "annotation", e))
-print("label studio: config valid; tasks", len(tasks), "with predictions", sum(1 for t in tasks if t.get("predictions")), "errors", errors[:5])
+        if e:
+            errors.append((i, "annotation", e))
+print("label studio: config valid; tasks", len(tasks), "with predictions",
+      sum(1 for t in tasks if t.get("predictions")), "errors", errors[:5])
 from unittest import mock
 
 import argilla as rg
@@ -43,7 +47,8 @@ from argilla.records._resource import Record
 
 settings = rg.Settings.from_json(ar_settings)
 settings.validate()
-print("argilla settings:", [(f.name, f.type) for f in settings.fields], [(q.name, q.type) for q in settings.questions], [m.name for m in settings.metadata])
+print("argilla settings:", [(f.name, f.type) for f in settings.fields], [(q.name, q.type) for q in settings.questions],
+      [m.name for m in settings.metadata])
 recs = json.load(open(ar_records))
 names = {f.name for f in settings.fields}
 qs = {q.name: q for q in settings.questions}
@@ -51,16 +56,21 @@ meta = {m.name for m in settings.metadata}
 bad = []
 for i, d in enumerate(recs):
     r = Record.from_dict(d)
-    if set(r.fields.keys()) != names: bad.append((i, "fields"))
+    if set(r.fields.keys()) != names:
+        bad.append((i, "fields"))
     for s in r.suggestions:
-        if s.question_name not in qs: bad.append((i, "suggestion", s.question_name))
-        if s.question_name == "grade" and s.value not in [o["value"] for o in qs["grade"]._model.settings.options]: bad.append((i, "grade value"))
+        if s.question_name not in qs:
+            bad.append((i, "suggestion", s.question_name))
+        if s.question_name == "grade" and s.value not in [o["value"] for o in qs["grade"]._model.settings.options]:
+            bad.append((i, "grade value"))
         if s.question_name == "evidence":
             labels = set(qs["evidence"].labels)
             for sp in s.value:
-                if sp["label"] not in labels or not (0 <= sp["start"] < sp["end"] <= len(d["fields"]["chunk"])): bad.append((i, "span", sp))
+                if sp["label"] not in labels or not (0 <= sp["start"] < sp["end"] <= len(d["fields"]["chunk"])):
+                    bad.append((i, "span", sp))
         s.api_model()  # the SDK's own model of a suggestion accepts it
-    if not set(r.metadata.keys()) <= meta: bad.append((i, "metadata", set(r.metadata) - meta))
+    if not set(r.metadata.keys()) <= meta:
+        bad.append((i, "metadata", set(r.metadata) - meta))
     for resp in r.responses:
         resp.api_model() if hasattr(resp, "api_model") else None
 print("argilla records", len(recs), "problems", bad[:5])

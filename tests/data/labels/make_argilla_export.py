@@ -32,9 +32,12 @@ for d in json.load(open(src)):
 nested = [r.to_dict() for r in records]
 for d in nested:
     d["responses"] = {q: [a for a, rec in zip(v, [None] * len(v), strict=True)] for q, v in d["responses"].items()}
-submitted = {id(r): [a for a in r.responses if a.status is None or str(getattr(a.status, "value", a.status)) == "submitted"] for r in records}
+submitted = {id(r): [a for a in r.responses
+                     if a.status is None or str(getattr(a.status, "value", a.status)) == "submitted"]
+             for r in records}
 for d, r in zip(nested, records, strict=True):
-    d["responses"] = {"grade": [{"value": a.value, "user_id": str(a.user_id)} for a in submitted[id(r)]]} if submitted[id(r)] else {}
+    d["responses"] = ({"grade": [{"value": a.value, "user_id": str(a.user_id)} for a in submitted[id(r)]]}
+                      if submitted[id(r)] else {})
 json.dump(nested, open(out, "w"), indent=1, default=str)
 json.dump(GenericIO.to_list(records, flatten=True), open(flat_out, "w"), indent=1, default=str)
 print(json.dumps(nested[2], default=str)[:300])
