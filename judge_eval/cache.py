@@ -17,11 +17,41 @@ Layout (SQLite, WAL journal, ``busy_timeout`` so two processes can share a file)
         created           TEXT NOT NULL      -- ISO 8601 UTC time the row was written
     )
     endpoint_formats(endpoint TEXT PRIMARY KEY, format TEXT NOT NULL, updated TEXT NOT NULL)
+    endpoint_params(
+        endpoint TEXT PRIMARY KEY,  -- base URL + model, as endpoint_formats
+        params   TEXT NOT NULL,     -- JSON: request parameter -> the name it is sent as, or null: not
+                                    --   sent (e.g. {"max_tokens": "max_completion_tokens", "temperature": null})
+        updated  TEXT NOT NULL
+    )
     meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)   -- schema_version
     claims(
         key     TEXT PRIMARY KEY,  -- the cache key some process is asking the server for right now
         owner   TEXT NOT NULL,     -- "hostname:pid:random" of the ResponseCache that holds it
         expires REAL NOT NULL      -- Unix time the lease ends unless renewed
+    )
+    batches(
+        id         TEXT PRIMARY KEY,  -- ours ("jeb-" + hex); also in the provider batch's metadata
+        kind       TEXT NOT NULL,     -- "openai" (the Batch API) or "export" (a file judged elsewhere)
+        endpoint   TEXT NOT NULL,     -- the judge's endpoint (base URL + model)
+        identity   TEXT NOT NULL,
+        state      TEXT NOT NULL,     -- created | uploaded | submitted | done | failed
+        input_file TEXT,              -- the provider's id of the uploaded requests file
+        remote_id  TEXT,              -- the provider's batch id, stored the moment it exists
+        status     TEXT,              -- the provider's status, last seen
+        counts     TEXT,              -- the provider's request counts (JSON), last seen
+        created    TEXT NOT NULL,
+        updated    TEXT NOT NULL
+    )
+    batch_items(
+        batch    TEXT NOT NULL,  -- batches.id
+        key      TEXT NOT NULL,  -- the cache key of the task: the custom_id of its request line
+        identity TEXT NOT NULL,
+        prompt   TEXT NOT NULL,
+        request  TEXT NOT NULL,  -- canonical JSON of the hashed request (as in responses)
+        inputs   TEXT NOT NULL,  -- JSON: what the prompt was rendered from (to check the answer)
+        body     TEXT NOT NULL,  -- JSON: the chat-completions body sent for it
+        state    TEXT NOT NULL,  -- pending | answered | failed
+        PRIMARY KEY (batch, key)
     )
 
 Every write is committed at once (autocommit), so a process killed with SIGKILL loses nothing it
@@ -102,6 +132,8 @@ _SECRET_FIELDS = frozenset(
 )
 
 __all__ = [
+    "BATCH_COLUMNS",
+    "BATCH_FINAL",
     "CacheEntry",
     "CacheError",
     "CacheMode",
@@ -258,9 +290,44 @@ CREATE TABLE IF NOT EXISTS claims (
     owner TEXT NOT NULL,
     expires REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS endpoint_params (
+    endpoint TEXT PRIMARY KEY,
+    params TEXT NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    state TEXT NOT NULL,
+    input_file TEXT,
+    remote_id TEXT,
+    status TEXT,
+    counts TEXT,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batch_items (
+    batch TEXT NOT NULL,
+    key TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    request TEXT NOT NULL,
+    inputs TEXT NOT NULL,
+    body TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (batch, key)
+);
+CREATE INDEX IF NOT EXISTS batch_items_key ON batch_items(key);
 """
 
-_TABLES = frozenset({"responses", "endpoint_formats", "meta", "claims"})
+_TABLES = frozenset({"responses", "endpoint_formats", "meta", "claims", "endpoint_params", "batches", "batch_items"})
+#: the columns of a batches row, in order
+BATCH_COLUMNS = ("id", "kind", "endpoint", "identity", "state", "input_file", "remote_id", "status", "counts",
+                 "created", "updated")
+#: batch states after which nothing more happens to a batch
+BATCH_FINAL = ("done", "failed")
 _ENTRY_COLUMNS = "key, identity, prompt, request, response, prompt_tokens, completion_tokens, created"
 
 
@@ -698,6 +765,39 @@ class ResponseCache:
             self.writes += 1
         return True
 
+    def put_many(self, entries: list[dict[str, Any]]) -> int:
+        """Store several answers in one transaction (all or none); each entry has the keyword
+        arguments of :meth:`put` plus ``key``. Returns how many were written (0 in ``replay`` and
+        ``off`` modes). Raises ValueError, before writing anything, if a request carries a
+        credential-like field."""
+        if not self.writes_enabled or not entries:
+            return 0
+        rows = []
+        for e in entries:
+            secret = _find_secret_field(e["request"])
+            if secret is not None:
+                raise ValueError(f"refusing to cache a request with a credential-like field: {secret}")
+            usage = e.get("usage") or Usage()
+            rows.append((e["key"], e["identity"], e["prompt"], canonical_json(e["request"]),
+                         canonical_json(e["response"]), int(usage.prompt_tokens), int(usage.completion_tokens),
+                         _now()))
+        with self._locked() as db:
+            with self._transaction(db):
+                db.executemany(
+                    f"INSERT OR REPLACE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+                )
+            self.writes += len(rows)
+        return len(rows)
+
+    def peek(self, key: str) -> CacheEntry | None:
+        """The entry under ``key`` without counting a hit or a miss (batch planning); in
+        ``refresh`` mode only one written after :attr:`started`. Always None in ``off`` mode."""
+        if self.mode == "off":
+            return None
+        since = self.started if self.mode == "refresh" else None
+        with self._locked() as db:
+            return self._lookup(db, key, since)
+
     def __len__(self) -> int:
         with self._locked() as db:
             return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
@@ -731,13 +831,153 @@ class ResponseCache:
             return dict(db.execute("SELECT endpoint, format FROM endpoint_formats").fetchall())
 
     def clear_formats(self, endpoint: str | None = None) -> int:
-        """Forget remembered formats (all, or one endpoint), e.g. after upgrading a server."""
+        """Forget what was learnt about endpoints (all, or one): their formats and request
+        parameters (:meth:`get_params`), e.g. after upgrading a server. Returns the rows deleted."""
+        deleted = 0
         with self._locked() as db:
-            if endpoint is None:
-                cur = db.execute("DELETE FROM endpoint_formats")
-            else:
-                cur = db.execute("DELETE FROM endpoint_formats WHERE endpoint = ?", (endpoint,))
-            return cur.rowcount
+            for table in ("endpoint_formats", "endpoint_params"):
+                if endpoint is None:
+                    cur = db.execute(f"DELETE FROM {table}")
+                else:
+                    cur = db.execute(f"DELETE FROM {table} WHERE endpoint = ?", (endpoint,))
+                deleted += cur.rowcount
+        return deleted
+
+    def get_params(self, endpoint: str) -> dict[str, str | None] | None:
+        """The request parameters remembered for ``endpoint``: parameter -> the name it is sent as,
+        or None when it is not sent (``{"max_tokens": "max_completion_tokens", "temperature":
+        None}``); ``{}`` when the endpoint took every parameter as it was; None when nothing is
+        remembered. Not consulted in ``off`` mode."""
+        if self.mode == "off":
+            return None
+        with self._locked() as db:
+            row = db.execute("SELECT params FROM endpoint_params WHERE endpoint = ?", (endpoint,)).fetchone()
+        if row is None:
+            return None
+        try:
+            value = json.loads(row[0])
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+        ):
+            return None  # damaged: probe again
+        return value
+
+    def set_params(self, endpoint: str, params: dict[str, str | None]) -> None:
+        """Remember the request parameters of ``endpoint`` (see :meth:`get_params`). A no-op in
+        ``replay`` and ``off``."""
+        if self.mode in ("replay", "off"):
+            return
+        with self._locked() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO endpoint_params(endpoint, params, updated) VALUES (?, ?, ?)",
+                (endpoint, canonical_json(params), _now()),
+            )
+
+    def params(self) -> dict[str, dict[str, str | None]]:
+        """All remembered endpoint parameters."""
+        with self._locked() as db:
+            rows = db.execute("SELECT endpoint, params FROM endpoint_params").fetchall()
+        return {endpoint: json.loads(params) for endpoint, params in rows}
+
+    # -- batches ------------------------------------------------------------------------------
+
+    def add_batch(self, batch: dict[str, Any], items: list[dict[str, Any]]) -> None:
+        """Record a batch (``id``, ``kind``, ``endpoint``, ``identity``; state ``created``) and its
+        items (``key``, ``identity``, ``prompt``, ``request``, ``inputs``, ``body``; state
+        ``pending``) in one transaction. Works in every mode but ``off`` (it is an explicit
+        request). Raises ValueError if a request or body carries a credential-like field."""
+        now = _now()
+        rows = []
+        for item in items:
+            for name in ("request", "body"):
+                secret = _find_secret_field(item[name])
+                if secret is not None:
+                    raise ValueError(f"refusing to store a batch {name} with a credential-like field: {secret}")
+            rows.append((batch["id"], item["key"], item["identity"], item["prompt"], canonical_json(item["request"]),
+                         canonical_json(item["inputs"]), canonical_json(item["body"]), "pending"))
+        with self._locked() as db:
+            with self._transaction(db):
+                db.execute(
+                    "INSERT INTO batches(id, kind, endpoint, identity, state, created, updated) "
+                    "VALUES (?, ?, ?, ?, 'created', ?, ?)",
+                    (batch["id"], batch["kind"], batch["endpoint"], batch["identity"], now, now),
+                )
+                db.executemany("INSERT INTO batch_items(batch, key, identity, prompt, request, inputs, body, state) "
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def update_batch(self, batch_id: str, **fields: Any) -> None:
+        """Set columns of a batches row (``state``, ``input_file``, ``remote_id``, ``status``,
+        ``counts``: a dict, stored as JSON); committed at once."""
+        allowed = {"state", "input_file", "remote_id", "status", "counts"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"unknown batch fields {sorted(unknown)}")
+        values = {k: canonical_json(v) if k == "counts" and v is not None else v for k, v in fields.items()}
+        sets = ", ".join(f"{k} = ?" for k in values)
+        with self._locked() as db:
+            db.execute(f"UPDATE batches SET {sets}, updated = ? WHERE id = ?", (*values.values(), _now(), batch_id))
+
+    def batches(self, *, kind: str | None = None, endpoint: str | None = None,
+                open_only: bool = False) -> list[dict[str, Any]]:
+        """Batch rows (dicts of :data:`BATCH_COLUMNS`, ``counts`` decoded), oldest first;
+        ``open_only``: those not done or failed."""
+        sql = f"SELECT {', '.join(BATCH_COLUMNS)} FROM batches WHERE 1 = 1"
+        args: list[Any] = []
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        if endpoint is not None:
+            sql += " AND endpoint = ?"
+            args.append(endpoint)
+        if open_only:
+            sql += f" AND state NOT IN ({', '.join('?' for _ in BATCH_FINAL)})"
+            args.extend(BATCH_FINAL)
+        sql += " ORDER BY created, id"
+        with self._locked() as db:
+            rows = db.execute(sql, args).fetchall()
+        out = []
+        for row in rows:
+            batch = dict(zip(BATCH_COLUMNS, row, strict=True))
+            batch["counts"] = json.loads(batch["counts"]) if batch["counts"] else None
+            out.append(batch)
+        return out
+
+    def batch_items(self, batch_id: str | None = None, *, key: str | None = None,
+                    state: str | None = None) -> list[dict[str, Any]]:
+        """Items of one batch, or every item recorded for ``key`` (newest batch first), optionally
+        only those in ``state``; ``request``, ``inputs`` and ``body`` decoded."""
+        sql = ("SELECT i.batch, i.key, i.identity, i.prompt, i.request, i.inputs, i.body, i.state "
+               "FROM batch_items i JOIN batches b ON b.id = i.batch WHERE 1 = 1")
+        args: list[Any] = []
+        if batch_id is not None:
+            sql += " AND i.batch = ?"
+            args.append(batch_id)
+        if key is not None:
+            sql += " AND i.key = ?"
+            args.append(key)
+        if state is not None:
+            sql += " AND i.state = ?"
+            args.append(state)
+        sql += " ORDER BY b.created DESC, i.batch, i.rowid"
+        with self._locked() as db:
+            rows = db.execute(sql, args).fetchall()
+        names = ("batch", "key", "identity", "prompt", "request", "inputs", "body", "state")
+        out = []
+        for row in rows:
+            item = dict(zip(names, row, strict=True))
+            for name in ("request", "inputs", "body"):
+                item[name] = json.loads(item[name])
+            out.append(item)
+        return out
+
+    def set_item_states(self, batch_id: str, states: dict[str, str]) -> None:
+        """Set the state (``answered``, ``failed``, ``pending``) of items of a batch, by key."""
+        with self._locked() as db:
+            with self._transaction(db):
+                db.executemany("UPDATE batch_items SET state = ? WHERE batch = ? AND key = ?",
+                               [(state, batch_id, key) for key, state in states.items()])
 
     # -- management ---------------------------------------------------------------------------
 
@@ -746,8 +986,9 @@ class ResponseCache:
 
         ``rows``; ``by_identity`` and ``by_prompt`` (row counts); ``prompt_tokens`` and
         ``completion_tokens`` stored (what one full reuse of every row saves); ``file_bytes``
-        (database plus its WAL); ``formats`` (remembered endpoint formats); ``claims`` (keys being
-        asked right now, or left by a crashed process until taken over); ``session``: hits,
+        (database plus its WAL); ``formats`` (remembered endpoint formats); ``params`` (remembered
+        request parameters); ``claims`` (keys being asked right now, or left by a crashed process
+        until taken over); ``batches`` (batch rows by state); ``session``: hits,
         misses, writes and ``tokens_saved`` by hits in this process.
         """
         with self._locked() as db:
@@ -762,7 +1003,9 @@ class ResponseCache:
                 "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0) FROM responses"
             ).fetchone()
             formats = dict(db.execute("SELECT endpoint, format FROM endpoint_formats").fetchall())
+            params = {e: json.loads(p) for e, p in db.execute("SELECT endpoint, params FROM endpoint_params")}
             claims = int(db.execute("SELECT COUNT(*) FROM claims").fetchone()[0])
+            batches = dict(db.execute("SELECT state, COUNT(*) FROM batches GROUP BY state ORDER BY state").fetchall())
         size = 0
         for suffix in ("", "-wal"):
             p = Path(str(self.path) + suffix)
@@ -779,7 +1022,9 @@ class ResponseCache:
             "total_tokens": int(pt) + int(ct),
             "file_bytes": size,
             "formats": formats,
+            "params": params,
             "claims": claims,
+            "batches": batches,
             "session": {
                 "hits": self.hits,
                 "misses": self.misses,

@@ -15,6 +15,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
@@ -36,10 +37,21 @@ class Pricing:
                                   option=option)
 
     def cost(self, usage: Usage) -> float:
+        """USD for ``usage``; reasoning tokens are billed as completion tokens and are already a
+        part of ``completion_tokens``, so they are not added again."""
         return (
             usage.prompt_tokens * self.input_per_million
             + usage.completion_tokens * self.output_per_million
         ) / 1e6
+
+    def batch_cost(self, usage: Usage) -> float:
+        """USD for ``usage`` answered through a batch: :data:`BATCH_PRICE_FACTOR` of :meth:`cost`."""
+        return self.cost(usage) * BATCH_PRICE_FACTOR
+
+
+#: what a batch request costs compared with the same synchronous request (OpenAI's Batch API:
+#: half the price)
+BATCH_PRICE_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,9 +125,13 @@ class ErrorTolerance:
 
 @dataclass
 class Accounting:
-    """What the judge work cost. ``calls`` are HTTP requests actually sent (retries and repair
-    requests included); ``cache_hits`` are tasks answered from the cache without a call;
-    ``saved_tokens`` are the tokens those hits would have cost."""
+    """What the judge work cost. ``calls`` are requests actually sent to the model (retries and
+    repair requests included; a request answered through a batch counts once, and also in
+    ``batch_calls``); ``cache_hits`` are tasks answered from the cache without a call;
+    ``saved_tokens`` are the tokens those hits would have cost. ``usage`` includes the reasoning
+    tokens of reasoning models (``usage.reasoning_tokens``, a part of the completion tokens);
+    ``cost`` prices batch requests at :data:`BATCH_PRICE_FACTOR`. ``batches``: the provider ids
+    of the batches this run collected."""
 
     tasks: int = 0
     done: int = 0
@@ -129,6 +145,8 @@ class Accounting:
     saved_usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     error_causes: Counter = field(default_factory=Counter)
+    batch_calls: int = 0
+    batches: list[str] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
@@ -150,7 +168,10 @@ class Accounting:
             "prompt_tokens": self.usage.prompt_tokens,
             "completion_tokens": self.usage.completion_tokens,
             "total_tokens": self.usage.total_tokens,
+            "reasoning_tokens": self.usage.reasoning_tokens,
             "saved_tokens": self.saved_usage.total_tokens,
+            "batch_calls": self.batch_calls,
+            "batches": list(self.batches),
             "cost_usd": round(self.cost, 6),
         }
 
@@ -243,6 +264,7 @@ class Runner:
         budget: Budget = Budget(),
         pricing: Pricing = Pricing(),
         progress: bool = False,
+        batch: Any = None,
     ) -> None:
         for option, value in (("--samples", samples), ("--concurrency", concurrency)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -253,6 +275,9 @@ class Runner:
         self.budget = budget
         self.pricing = pricing
         self.progress = progress
+        #: a batch mode (judge_eval.judge.batch.OpenAIBatch): answers the plan's tasks in bulk
+        #: before the synchronous pass, which then asks only what the batch did not answer
+        self.batch = batch
 
     # -- budget --------------------------------------------------------------------------
     def _budget_reached(self, acct: Accounting) -> bool:
@@ -272,6 +297,26 @@ class Runner:
         acct.cost += self.pricing.cost(usage)
 
     # -- running -------------------------------------------------------------------------
+    async def _prefetch(self, plan: Plan, acct: Accounting) -> None:
+        """Batch mode: the decompositions through one batch, then the chunk tasks of the
+        references decomposed; what the batches spent goes into ``acct`` (at the batch price)."""
+        from judge_eval.judge.batch import BatchReport, TaskSpec
+
+        batch = self.batch
+        report = BatchReport()
+        report += await batch.run(batch_specs(plan, self.samples))
+        statements = {}
+        for reference in plan.references:
+            value = batch.cached(TaskSpec("decompose", {"reference": reference}))
+            if value is not None:
+                statements[reference] = value.statements
+        report += await batch.run(batch_specs(plan, self.samples, statements))
+        acct.calls += report.calls + report.sync_calls
+        acct.batch_calls += report.calls
+        acct.batches += report.batches
+        acct.usage = acct.usage + report.usage + report.sync_usage
+        acct.cost += self.pricing.batch_cost(report.usage) + self.pricing.cost(report.sync_usage)
+
     async def run(self, plan: Plan) -> JudgeOutcome:
         """Decompose every reference of the plan, then judge every task, each exactly once."""
         references = plan.references
@@ -288,6 +333,8 @@ class Runner:
         bar = _Progress(acct.tasks, self.progress, acct)
 
         fatal: list[JudgeCallError] = []
+        if self.batch is not None:
+            await self._prefetch(plan, acct)
 
         async def call(make):
             """Run one judge call under the gate, or return a Failure (budget / error)."""
@@ -383,6 +430,26 @@ class Runner:
                 accounting=acct.as_dict(),
             )
         return out
+
+
+def batch_specs(plan: Plan, samples: int = 1, statements: dict[str, list[str]] | None = None) -> list[Any]:
+    """The judge tasks of ``plan`` as batch task specs (judge_eval.judge.batch.TaskSpec), as the
+    runner asks them: without ``statements``, one decomposition per reference; with them, every
+    sample of every chunk and joint task whose reference has statements."""
+    from judge_eval.judge.batch import TaskSpec
+
+    if statements is None:
+        return [TaskSpec("decompose", {"reference": r}) for r in plan.references]
+    specs = []
+    tasks: list[ChunkTask | JointTask] = [*plan.chunk_tasks, *plan.joint_tasks]
+    for t in tasks:
+        if t.reference not in statements:
+            continue
+        text = t.chunk if isinstance(t, ChunkTask) else t.context
+        for sample in range(samples):
+            inputs = {"question": t.question, "statements": list(statements[t.reference]), "chunk": text}
+            specs.append(TaskSpec("judge_chunk", inputs, sample))
+    return specs
 
 
 def run_plan(runner: Runner, plan: Plan) -> JudgeOutcome:

@@ -9,10 +9,17 @@ __all__ = ["Usage"]
 
 @dataclass
 class Usage:
-    """Token accounting of one or more calls."""
+    """Token accounting of one or more calls.
+
+    ``reasoning_tokens`` are the hidden reasoning tokens of a reasoning model (the server's
+    ``usage.completion_tokens_details.reasoning_tokens``). They are billed as completion tokens and
+    the server already counts them in ``completion_tokens``, so they are a part of it, never added
+    to it again: ``total_tokens`` is prompt + completion.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -22,4 +29,5 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )

@@ -178,6 +178,9 @@ class JudgeCore:
         self.decoding = decoding if decoding is not None else Decoding()
         self.namespace = namespace
         self.identity: str = namespace or transport.identity
+        #: keys a batch answered in this process (judge_eval.judge.batch): their first use is
+        #: reported as neither a call nor a cache hit (the batch accounts for them)
+        self.batch_answered: set[str] = set()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(identity={self.identity!r}, transport={self.transport!r})"
@@ -262,6 +265,9 @@ class JudgeCore:
             # a hit, or our claim on the key (waiting while another process asks for it)
             got = await self.cache.acquire(key, accept=usable)
             if isinstance(got, CacheEntry):
+                if got.key in self.batch_answered:
+                    self.batch_answered.discard(got.key)
+                    return JudgeResponse(value=values[got.key], calls=0, cache_hit=False)
                 return JudgeResponse(value=values[got.key], calls=0, cache_hit=True, saved_usage=got.usage)
             claim = got
             if self.cache.mode == "replay":

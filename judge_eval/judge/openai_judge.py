@@ -1,9 +1,10 @@
 """The OpenAI-compatible transport: HTTP, retries, the response-format chain and fail-fast.
 
-Works against OpenAI, Azure OpenAI (v1 endpoint), vLLM, Ollama, llama.cpp's ``llama-server`` and
-anything else that speaks ``POST /v1/chat/completions``. See ``docs/judge.md`` for the full
-behaviour. :class:`OpenAITransport` sends one request of the judge core
-(:mod:`judge_eval.judge.core`, which does the cache, parsing, checks, the repair and storing):
+Works against OpenAI, Azure OpenAI (the v1 endpoint, or classic deployment URLs with an
+``api-version``: ``azure=True``), vLLM, Ollama, llama.cpp's ``llama-server`` and anything else that
+speaks ``POST /v1/chat/completions``. See ``docs/judge.md`` for the full behaviour.
+:class:`OpenAITransport` sends one request of the judge core (:mod:`judge_eval.judge.core`, which
+does the cache, parsing, checks, the repair and storing):
 
 1. **structured output** -- ``json_schema`` (the prompt's strict schema) -> ``json_object`` ->
    plain text with JSON extraction. The transport steps down only when the server rejects the
@@ -20,6 +21,13 @@ behaviour. :class:`OpenAITransport` sends one request of the judge core
    that has never answered this judge is ``JudgeCallError("connection_refused")`` at once (no
    server there: retrying only delays the message); once the endpoint has answered, it is a
    restart and retried as ``connection``.
+3. **request parameters** -- reasoning models (OpenAI's o-series, the gpt-5 family) refuse
+   ``max_tokens`` (they take ``max_completion_tokens``) and any ``temperature`` but their default.
+   On a 400 that names such a parameter the transport renames it (``max_tokens``) or stops sending
+   it (``temperature``, ``top_p``, ``seed``) and sends the request again, once per parameter; what
+   it learnt is remembered per endpoint like the format (in memory and in the cache's
+   ``endpoint_params`` table). A parameter no longer sent changes the answer, so it is part of the
+   cache key (``server_default``); a renamed one does not.
 
 :class:`OpenAIJudge` is the judge core with this transport, built from one set of options.
 
@@ -53,7 +61,17 @@ from judge_eval.judge.core import Completion, CompletionRequest, Decoding, Judge
 from judge_eval.judge.prompts import PromptSelection
 from judge_eval.usage import Usage
 
-__all__ = ["FORMAT_CHAIN", "OpenAIJudge", "OpenAITransport", "RetryEvent", "endpoint_identity"]
+__all__ = [
+    "ADAPTABLE_PARAMS",
+    "FORMAT_CHAIN",
+    "REASONING_EFFORTS",
+    "OpenAIJudge",
+    "OpenAITransport",
+    "RetryEvent",
+    "completion_text",
+    "endpoint_identity",
+    "usage_of",
+]
 
 #: structured-output formats, best first; the client moves right only on a format refusal
 FORMAT_CHAIN: tuple[str, ...] = ("json_schema", "json_object", "text")
@@ -62,6 +80,20 @@ ResponseFormatChoice = Literal["auto", "json_schema", "json_object", "text"]
 
 #: words in a 400/422 error that mark it as a refusal of the response_format (not of the request)
 _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar", "structured output", "json mode")
+
+#: request parameters a model may refuse, and what is sent instead: another name, or None for
+#: nothing (the server's default applies, which changes the answer: see ``key_fields``)
+ADAPTABLE_PARAMS: dict[str, str | None] = {
+    "max_tokens": "max_completion_tokens",
+    "temperature": None,
+    "top_p": None,
+    "seed": None,
+}
+#: words in a 400/422 error that mark it as a refusal of a parameter or of its value
+_UNSUPPORTED_WORDS = ("unsupported", "not supported", "does not support", "only the default", "not allowed")
+
+#: values of ``reasoning_effort`` (OpenAI's reasoning models; which ones a model takes varies)
+REASONING_EFFORTS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
 @dataclass(frozen=True)
@@ -85,6 +117,14 @@ class _Retryable(Exception):
 
 class _FormatRejected(Exception):
     def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+class _ParamRejected(Exception):
+    def __init__(self, param: str, status: int, message: str) -> None:
+        self.param = param
         self.status = status
         self.message = message
         super().__init__(message)
@@ -219,12 +259,15 @@ class OpenAITransport:
 
     Parameters
     ----------
-    model: model (or deployment) name sent to the server.
-    base_url: e.g. ``http://localhost:8080/v1``; default ``$OPENAI_BASE_URL``, else OpenAI.
-    api_key: default ``$OPENAI_API_KEY``. Required for OpenAI's own endpoint; for another base
-        URL without a key a placeholder is sent (local servers ignore it).
-    cache: a :class:`ResponseCache`, where the working response format of an endpoint is
-        remembered across runs (None: in memory only).
+    model: model (or Azure deployment) name sent to the server.
+    base_url: e.g. ``http://localhost:8080/v1``; default ``$OPENAI_BASE_URL``, else OpenAI. With
+        ``azure=True``: the resource endpoint ``https://<resource>.openai.azure.com``, default
+        ``$AZURE_OPENAI_ENDPOINT``.
+    api_key: default ``$OPENAI_API_KEY`` (``azure``: ``$AZURE_OPENAI_API_KEY``, else the Entra ID
+        token in ``$AZURE_OPENAI_AD_TOKEN``). Required for OpenAI's own endpoint and for Azure; for
+        another base URL without a key a placeholder is sent (local servers ignore it).
+    cache: a :class:`ResponseCache`, where the working response format and request parameters of
+        an endpoint are remembered across runs (None: in memory only).
     timeout: seconds per HTTP request. max_attempts: attempts per request (1 = no retry).
     concurrency: requests in flight at once (an asyncio semaphore held only while a request
         is on the wire, not during backoff).
@@ -232,6 +275,11 @@ class OpenAITransport:
     max_retry_wait: cap (seconds) on any single backoff, ``Retry-After`` included.
     retry_base_wait: first backoff (seconds) before jitter; doubles per attempt.
     response_format: ``auto`` (the chain, remembered per endpoint) or one fixed format.
+    reasoning_effort: sent as ``reasoning_effort`` (reasoning models); part of the cache key.
+    azure: classic Azure OpenAI deployment URLs through ``openai.AsyncAzureOpenAI``
+        (``{base_url}/openai/deployments/{model}/chat/completions?api-version=...``, the key in an
+        ``api-key`` header, a token as ``Authorization: Bearer``). api_version: its
+        ``api-version`` (default ``$OPENAI_API_VERSION``; required).
     """
 
     def __init__(
@@ -248,6 +296,9 @@ class OpenAITransport:
         max_retry_wait: float = 60.0,
         retry_base_wait: float = 1.0,
         response_format: ResponseFormatChoice = "auto",
+        reasoning_effort: str | None = None,
+        azure: bool = False,
+        api_version: str | None = None,
     ) -> None:
         if not model:
             raise ConfigError("the judge needs a model name")
@@ -255,26 +306,35 @@ class OpenAITransport:
             raise ConfigError(
                 f"response_format must be auto, json_schema, json_object or text, got {response_format!r}"
             )
+        if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+            raise ConfigError(f"must be one of {', '.join(REASONING_EFFORTS)}, got {reasoning_effort!r}",
+                              option="--reasoning-effort")
         if max_attempts < 1:
             raise ConfigError("max_attempts must be at least 1")
         if concurrency < 1:
             raise ConfigError("concurrency must be at least 1")
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout < math.inf:
             raise ConfigError(f"timeout must be a positive, finite number of seconds, got {timeout!r}")
-        if base_url is None:
-            base_url = os.environ.get("OPENAI_BASE_URL") or None
-        base_url = base_url or None
-        if base_url is not None:
-            _check_base_url(base_url)
-        if api_key is None:
-            api_key = os.environ.get("OPENAI_API_KEY") or None
-        if api_key is None:
+        self.azure = bool(azure)
+        self.api_version: str | None = None
+        self._token = False  # the credential is an Entra ID token (Azure), not a key
+        if self.azure:
+            base_url, api_key = self._azure_settings(base_url, api_key, api_version)
+        else:
             if base_url is None:
-                raise ConfigError(
-                    "no API key for api.openai.com: set OPENAI_API_KEY or pass api_key "
-                    "(or set base_url / OPENAI_BASE_URL for a local server)"
-                )
-            api_key = "no-key"  # local servers (llama.cpp, Ollama, vLLM) accept any key
+                base_url = os.environ.get("OPENAI_BASE_URL") or None
+            base_url = base_url or None
+            if base_url is not None:
+                _check_base_url(base_url)
+            if api_key is None:
+                api_key = os.environ.get("OPENAI_API_KEY") or None
+            if api_key is None:
+                if base_url is None:
+                    raise ConfigError(
+                        "no API key for api.openai.com: set OPENAI_API_KEY or pass api_key "
+                        "(or set base_url / OPENAI_BASE_URL for a local server)"
+                    )
+                api_key = "no-key"  # local servers (llama.cpp, Ollama, vLLM) accept any key
         self.model = model
         self.base_url = base_url
         self.__api_key = api_key  # private: not in repr, identity, keys or rows
@@ -285,22 +345,61 @@ class OpenAITransport:
         self.max_retry_wait = float(max_retry_wait)
         self.retry_base_wait = float(retry_base_wait)
         self.response_format: ResponseFormatChoice = response_format
+        self.reasoning_effort = reasoning_effort
         self.namespace = namespace
         self.identity = namespace if namespace else endpoint_identity(base_url, model)
         scheme, host, path = _split_url(base_url)
-        #: key of the remembered structured-output format: base URL (no credentials) + model
-        self.endpoint = f"{scheme}://{host}{path} {model}"
+        #: key of the remembered structured-output format and parameters: base URL (no
+        #: credentials) + model; for Azure the deployment path and the api-version
+        if self.azure:
+            self.endpoint = f"{scheme}://{host}/openai/deployments/{model}?api-version={self.api_version} {model}"
+        else:
+            self.endpoint = f"{scheme}://{host}{path} {model}"
         #: every backoff taken, in order (for diagnostics and tests)
         self.retry_log: list[RetryEvent] = []
         self._rng = random.Random()
         self._format: str | None = None
         self._confirmed = False
+        #: request parameter -> the name it is sent as, or None: not sent (None: not yet known)
+        self._params: dict[str, str | None] | None = None
+        self._params_stored = False  # _params is what the cache remembers for the endpoint
         self._answered = False  # the endpoint sent an HTTP response to this judge at least once
         self._probe_open = False  # a probe failed (not on format): stop serialising tasks
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
         self._sem: asyncio.Semaphore | None = None
         self._probe_lock: asyncio.Lock | None = None
+
+    def _azure_settings(
+        self, base_url: str | None, api_key: str | None, api_version: str | None
+    ) -> tuple[str, str]:
+        """Endpoint and credential of an Azure judge (arguments, else the environment)."""
+        base_url = base_url or os.environ.get("AZURE_OPENAI_ENDPOINT") or None
+        if base_url is None:
+            raise ConfigError("Azure OpenAI needs the resource endpoint: pass --base-url "
+                              "https://<resource>.openai.azure.com or set AZURE_OPENAI_ENDPOINT", option="--base-url")
+        _check_base_url(base_url)
+        if re.search(r"/openai/v1/?$", urlsplit(base_url).path):
+            raise ConfigError("a .../openai/v1/ URL is Azure's v1 API, which takes the plain OpenAI client: use "
+                              "--base-url with it and no --api-version (--api-version is for the deployment URLs)",
+                              option="--base-url")
+        if urlsplit(base_url).path.strip("/") not in ("", "openai"):
+            raise ConfigError("give the resource endpoint only (https://<resource>.openai.azure.com); the "
+                              "deployment is --model", option="--base-url")
+        api_version = api_version or os.environ.get("OPENAI_API_VERSION") or None
+        if not api_version or any(c.isspace() for c in api_version):
+            raise ConfigError("Azure OpenAI's deployment URLs need an api-version, e.g. 2024-10-21: pass "
+                              "--api-version or set OPENAI_API_VERSION", option="--api-version")
+        self.api_version = api_version
+        if api_key is None:
+            api_key = os.environ.get("AZURE_OPENAI_API_KEY") or None
+        if api_key is None:
+            api_key = os.environ.get("AZURE_OPENAI_AD_TOKEN") or None
+            self._token = api_key is not None
+        if api_key is None:
+            raise ConfigError("no credential for Azure OpenAI: set AZURE_OPENAI_API_KEY (the resource key) or "
+                              "AZURE_OPENAI_AD_TOKEN (a Microsoft Entra ID token)")
+        return re.sub(r"/openai/?$", "", base_url.rstrip("/")), api_key
 
     def __repr__(self) -> str:
         return f"OpenAITransport(identity={self.identity!r}, endpoint={self.endpoint!r})"
@@ -315,17 +414,37 @@ class OpenAITransport:
             # The SDK's default HTTP client schedules its own close on whatever loop runs when it
             # is garbage-collected, which fails for a client of an earlier, closed loop; the
             # public DefaultAsyncHttpxClient has the same defaults without that hook.
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self.__api_key,
-                timeout=self.timeout,
-                max_retries=0,
-                http_client=openai.DefaultAsyncHttpxClient(),
-            )
+            common: dict[str, Any] = {
+                "timeout": self.timeout,
+                "max_retries": 0,
+                "http_client": openai.DefaultAsyncHttpxClient(),
+            }
+            if self.azure:
+                assert self.base_url is not None
+                if self._token:
+                    self._client = openai.AsyncAzureOpenAI(
+                        azure_endpoint=self.base_url, api_version=self.api_version, azure_ad_token=self.__api_key,
+                        **common,
+                    )
+                else:
+                    self._client = openai.AsyncAzureOpenAI(
+                        azure_endpoint=self.base_url, api_version=self.api_version, api_key=self.__api_key, **common
+                    )
+            else:
+                self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.__api_key, **common)
             self._sem = asyncio.Semaphore(self.concurrency)
             self._probe_lock = asyncio.Lock()
             self._loop = loop
         return self._client
+
+    def client(self) -> openai.AsyncOpenAI:
+        """The openai client of the running event loop (for the Batch API: files, batches)."""
+        return self._ensure()
+
+    @property
+    def batch_url(self) -> str:
+        """The ``url`` of a chat-completions line in a batch request file."""
+        return "/chat/completions" if self.azure else "/v1/chat/completions"
 
     async def aclose(self) -> None:
         """Close the HTTP client (if it belongs to the running loop; a client of an earlier,
@@ -388,29 +507,93 @@ class OpenAITransport:
         """The format of a completion's key fields (the format a repair must be sent in)."""
         return str(fields["response_format"]["type"])
 
+    # -- request parameters -------------------------------------------------------------------
+
+    def current_params(self) -> dict[str, str | None]:
+        """How the request parameters are sent to this endpoint: parameter -> the name it is sent
+        as, or None when it is not sent; empty until a refusal taught otherwise (or the cache
+        remembers one)."""
+        if self._params is None and self.cache is not None:
+            remembered = self.cache.get_params(self.endpoint)
+            if remembered is not None:
+                self._params = {k: v for k, v in remembered.items() if k in ADAPTABLE_PARAMS}
+                self._params_stored = True
+        return dict(self._params or {})
+
+    def _params_known(self) -> bool:
+        self.current_params()
+        return self._params_stored
+
+    def _confirm_params(self) -> None:
+        """A request went through: the parameters are right; remember them for the endpoint."""
+        if self._params_stored:
+            return
+        self._params = self.current_params()
+        self._params_stored = True
+        if self.cache is not None:
+            self.cache.set_params(self.endpoint, self._params)
+
+    def _adapt(self, param: str) -> bool:
+        """Send ``param`` the way the endpoint takes it from now on; False when there is nothing
+        left to change (it is already adapted, or not a parameter that can be)."""
+        params = self.current_params()
+        if param not in ADAPTABLE_PARAMS or param in params:
+            return False
+        params[param] = ADAPTABLE_PARAMS[param]
+        self._params = params
+        self._params_stored = False  # stored when a request goes through
+        return True
+
+    def known(self) -> bool:
+        """Whether the endpoint's format and parameters are known (remembered or confirmed), so a
+        request needs no probe."""
+        fmt_known = self.response_format != "auto" or (self.current_format() and self._confirmed)
+        return bool(fmt_known) and self._params_known()
+
     # -- requests -----------------------------------------------------------------------------
 
     def key_fields(self, request: CompletionRequest, fmt: str | None = None) -> dict[str, Any]:
         """What this transport adds to the cache key: the model and the response format (the
-        full schema for ``json_schema``; ``{"type": "text"}`` in text mode). ``fmt``: that
-        format instead of the one the next request will try."""
-        return {"model": self.model, "response_format": self._format_spec(fmt or self.current_format(), request)}
-
-    def _api_kwargs(self, request: CompletionRequest, fmt: str) -> dict[str, Any]:
-        decoding: Decoding = request.decoding
-        kwargs: dict[str, Any] = {
+        full schema for ``json_schema``; ``{"type": "text"}`` in text mode); ``reasoning_effort``
+        when one is set; ``server_default``: the decoding parameters the request would carry that
+        this endpoint is not sent (it refused them, so its default applies; a renamed parameter
+        changes nothing). ``fmt``: that format instead of the one the next request will try.
+        Fields that are absent leave the keys of earlier versions unchanged."""
+        fields: dict[str, Any] = {
             "model": self.model,
-            "messages": request.messages,
-            "temperature": decoding.temperature,
-            "max_tokens": decoding.max_tokens,
+            "response_format": self._format_spec(fmt or self.current_format(), request),
         }
+        if self.reasoning_effort is not None:
+            fields["reasoning_effort"] = self.reasoning_effort
+        wanted = self._decoding_kwargs(request.decoding)
+        dropped = sorted(p for p, sent in self.current_params().items() if sent is None and p in wanted)
+        if dropped:
+            fields["server_default"] = dropped
+        return fields
+
+    @staticmethod
+    def _decoding_kwargs(decoding: Decoding) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"temperature": decoding.temperature, "max_tokens": decoding.max_tokens}
         if decoding.seed is not None:
             kwargs["seed"] = decoding.seed
         if decoding.top_p is not None:
             kwargs["top_p"] = decoding.top_p
-        if fmt != "text":
-            kwargs["response_format"] = self._format_spec(fmt, request)
         return kwargs
+
+    def request_body(self, request: CompletionRequest, fmt: str | None = None) -> dict[str, Any]:
+        """The chat-completions body of ``request`` as it is sent (format ``fmt``, default the
+        current one; parameters adapted to the endpoint)."""
+        fmt = fmt or self.current_format()
+        body: dict[str, Any] = {"model": self.model, "messages": request.messages}
+        for name, value in self._decoding_kwargs(request.decoding).items():
+            sent = self.current_params().get(name, name)
+            if sent is not None:
+                body[sent] = value
+        if self.reasoning_effort is not None:
+            body["reasoning_effort"] = self.reasoning_effort
+        if fmt != "text":
+            body["response_format"] = self._format_spec(fmt, request)
+        return body
 
     def _wait(self, state: RetryCallState) -> float:
         """Backoff before the next attempt: the server's Retry-After plus up to 10% jitter when it
@@ -437,6 +620,21 @@ class OpenAITransport:
             if isinstance(msg, str) and msg:
                 return msg
         return str(exc.message)
+
+    @staticmethod
+    def _refused_param(exc: openai.APIStatusError, text: str, sent: Mapping[str, Any]) -> str | None:
+        """The parameter a 400/422 refuses (OpenAI's ``param`` field, else a quoted name in an
+        "unsupported ..." message), when it is one we sent and could send otherwise; else None."""
+        low = text.lower()
+        if not any(word in low for word in _UNSUPPORTED_WORDS):
+            return None
+        body = exc.body
+        named = body.get("param") if isinstance(body, dict) else None
+        candidates = [named] if isinstance(named, str) and named else re.findall(r"['\"`](\w+)['\"`]", text)
+        for name in candidates:
+            if name in sent and name in ADAPTABLE_PARAMS:
+                return name
+        return None
 
     async def _once(self, kwargs: dict[str, Any], acct: _Account, fmt: str) -> Any:
         client = self._ensure()
@@ -468,6 +666,9 @@ class OpenAITransport:
                     raise _Retryable("rate_limited", f"HTTP 429: {text}", retry_after) from None
                 if status == 408:
                     raise _Retryable("timeout", f"HTTP 408: {text}", retry_after) from None
+                param = self._refused_param(exc, text, kwargs) if status in (400, 422) else None
+                if param is not None:  # a reasoning model refusing max_tokens or temperature
+                    raise _ParamRejected(param, status, f"HTTP {status}: {text}") from None
                 if fmt != "text" and status in (400, 422, 500, 501) and self._names_format(text):
                     # llama.cpp answers 400 (older builds 500) when it cannot use the format
                     raise _FormatRejected(status, f"HTTP {status}: {text}") from None
@@ -483,9 +684,7 @@ class OpenAITransport:
             self._answered = True
         if not hasattr(completion, "choices") or not completion.choices:
             raise _Retryable("server_error", "the response has no choices")
-        usage = getattr(completion, "usage", None)
-        if usage is not None:
-            acct.usage = acct.usage + Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+        acct.usage = acct.usage + usage_of(getattr(completion, "usage", None))
         return completion
 
     @staticmethod
@@ -494,7 +693,7 @@ class OpenAITransport:
         return any(word in low for word in _FORMAT_WORDS)
 
     async def _request(self, kwargs: dict[str, Any], acct: _Account, fmt: str, prompt_id: str) -> Any:
-        """One request with our retries; raises JudgeCallError (or _FormatRejected)."""
+        """One request with our retries; raises JudgeCallError (or _FormatRejected, _ParamRejected)."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
@@ -510,26 +709,39 @@ class OpenAITransport:
                 exc.cause, f"{prompt_id} via {self.identity}: {exc.message} (gave up after {n} attempt{'s' * (n != 1)})"
             ) from None
 
+    async def _send(self, request: CompletionRequest, fmt: str, acct: _Account) -> Any:
+        """One request in format ``fmt``; a refused parameter is sent otherwise (renamed, or left
+        out) and the request sent again, once per parameter. Raises JudgeCallError or
+        _FormatRejected."""
+        prompt_id = request.prompt.id
+        while True:
+            try:
+                completion = await self._request(self.request_body(request, fmt), acct, fmt, prompt_id)
+            except _ParamRejected as rej:
+                if not self._adapt(rej.param):
+                    message = f"{prompt_id} via {self.identity}: {rej.message}"
+                    raise JudgeCallError(f"http_{rej.status}", message) from None
+                continue
+            self._confirm_params()
+            return completion
+
     async def _fixed(self, request: CompletionRequest, fmt: str, acct: _Account, what: str) -> Any:
         """One request in format ``fmt``, no chain: a refusal is an ``http_<status>`` error."""
         prompt_id = request.prompt.id
         try:
-            return await self._request(self._api_kwargs(request, fmt), acct, fmt, prompt_id)
+            return await self._send(request, fmt, acct)
         except _FormatRejected as rej:
             message = f"{prompt_id} via {self.identity}: {what}{rej.message}"
             raise JudgeCallError(f"http_{rej.status}", message) from None
 
     async def _primary(self, request: CompletionRequest, acct: _Account) -> tuple[Any, str]:
-        """Send the first-choice request, walking down the format chain on refusals."""
-        if self.response_format != "auto":
-            fmt = self.response_format
-            return await self._fixed(request, fmt, acct, f"format {fmt} refused: "), fmt
+        """Send the first-choice request, walking down the format chain on refusals. While the
+        endpoint is not known yet (format, parameters), one task probes at a time."""
         self._ensure()
         assert self._probe_lock is not None
-        self.current_format()
-        if not self._confirmed and not self._probe_open:
+        if not self.known() and not self._probe_open:
             async with self._probe_lock:  # one task finds the format; the others then use it
-                if not self._confirmed and not self._probe_open:
+                if not self.known() and not self._probe_open:
                     try:
                         return await self._walk_chain(request, acct)
                     except JudgeCallError:
@@ -540,10 +752,13 @@ class OpenAITransport:
         return await self._walk_chain(request, acct)
 
     async def _walk_chain(self, request: CompletionRequest, acct: _Account) -> tuple[Any, str]:
+        if self.response_format != "auto":
+            fixed: str = self.response_format
+            return await self._fixed(request, fixed, acct, f"format {fixed} refused: "), fixed
         fmt = self.current_format()
         while True:
             try:
-                completion = await self._request(self._api_kwargs(request, fmt), acct, fmt, request.prompt.id)
+                completion = await self._send(request, fmt, acct)
             except _FormatRejected as rej:
                 i = FORMAT_CHAIN.index(fmt)
                 if i + 1 >= len(FORMAT_CHAIN):  # cannot happen: text sends no format
@@ -559,7 +774,8 @@ class OpenAITransport:
     async def complete(self, request: CompletionRequest) -> Completion:
         """Send ``request`` (a repair in the format of the answer it repairs); the reply text,
         whether it was cut off, the calls and tokens it took, and the key fields of the format
-        that answered. A failure raises JudgeCallError carrying the calls and tokens spent."""
+        and parameters that answered. A failure raises JudgeCallError carrying the calls and
+        tokens spent."""
         acct = _Account()
         try:
             if request.repair is not None and request.repair.key_fields is not None:
@@ -570,15 +786,44 @@ class OpenAITransport:
         except JudgeCallError as exc:
             exc.calls, exc.usage = acct.calls, acct.usage
             raise
-        choice = completion.choices[0]
-        text = getattr(choice.message, "content", None) if choice.message is not None else None
+        text, truncated = completion_text(completion)
         return Completion(
             text=text,
-            truncated=choice.finish_reason == "length",
+            truncated=truncated,
             usage=acct.usage,
             calls=acct.calls,
             key_fields=self.key_fields(request, fmt),
         )
+
+
+def usage_of(usage: Any) -> Usage:
+    """The :class:`Usage` of a completion's ``usage`` (an object or a dict; None: nothing):
+    prompt and completion tokens, and the reasoning tokens of
+    ``completion_tokens_details.reasoning_tokens`` (a part of the completion tokens)."""
+    if usage is None:
+        return Usage()
+
+    def get(obj: Any, name: str) -> Any:
+        return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    details = get(usage, "completion_tokens_details")
+    reasoning = count(get(details, "reasoning_tokens")) if details is not None else 0
+    return Usage(count(get(usage, "prompt_tokens")), count(get(usage, "completion_tokens")), reasoning)
+
+
+def completion_text(completion: Any) -> tuple[str | None, bool]:
+    """The reply text of a chat completion (an object or a dict) and whether it was cut off
+    (``finish_reason == "length"``)."""
+    if isinstance(completion, Mapping):
+        choice = (completion.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        return message.get("content"), choice.get("finish_reason") == "length"
+    choice = completion.choices[0]
+    text = getattr(choice.message, "content", None) if choice.message is not None else None
+    return text, choice.finish_reason == "length"
 
 
 class OpenAIJudge(JudgeCore):
@@ -608,7 +853,8 @@ class OpenAIJudge(JudgeCore):
     ) -> None:
         """``transport``: the keyword options of :class:`OpenAITransport` (``base_url``,
         ``api_key``, ``timeout``, ``max_attempts``, ``concurrency``, ``namespace``,
-        ``max_retry_wait``, ``retry_base_wait``, ``response_format``)."""
+        ``max_retry_wait``, ``retry_base_wait``, ``response_format``, ``reasoning_effort``,
+        ``azure``, ``api_version``)."""
         super().__init__(
             OpenAITransport(model, cache=cache, **transport),
             cache=cache,

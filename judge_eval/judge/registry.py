@@ -55,6 +55,8 @@ class JudgeSettings:
     per request; ``concurrency``: requests in flight. ``judge_id``: ``--judge-id``
     (:meth:`namespace`). ``prompts``: the selected prompt of each task. ``cache``,
     ``cache_mode``: the response cache (:meth:`open_cache`; a path or a :class:`ResponseCache`).
+    ``reasoning_effort``: for reasoning models (``--reasoning-effort``). ``api_version``: Azure's
+    ``api-version`` (``--api-version``: the openai judge then uses Azure's deployment URLs).
     """
 
     model: str | None = None
@@ -67,6 +69,8 @@ class JudgeSettings:
     prompts: Mapping[str, Prompt] = field(default_factory=select_prompts)
     cache: str | os.PathLike[str] | ResponseCache | Any | None = None
     cache_mode: CacheMode = "use"
+    reasoning_effort: str | None = None
+    api_version: str | None = None
     _opened: Any = field(default=None, init=False, repr=False)
 
     def open_cache(self) -> ResponseCache | None:
@@ -178,8 +182,13 @@ def create_judge(name: str, settings: JudgeSettings | None = None) -> Judge:
 
 def _openai(settings: JudgeSettings) -> Transport:
     """Any OpenAI-compatible endpoint: ``model`` (or ``$JUDGE_EVAL_MODEL``), ``base_url`` (or
-    ``$OPENAI_BASE_URL``) and ``$OPENAI_API_KEY``."""
+    ``$OPENAI_BASE_URL``) and ``$OPENAI_API_KEY``. With ``api_version``: Azure OpenAI's classic
+    deployment URLs (``model`` is the deployment, ``base_url`` or ``$AZURE_OPENAI_ENDPOINT`` the
+    resource endpoint; the key from ``$AZURE_OPENAI_API_KEY``, or an Entra ID token from
+    ``$AZURE_OPENAI_AD_TOKEN``)."""
     base_url = settings.base_url
+    if settings.api_version:
+        return _openai_transport(settings, base_url=base_url, azure=True, api_version=settings.api_version)
     if not (base_url or os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
         raise ConfigError(
             "no judge endpoint is configured. Set OPENAI_API_KEY (and OPENAI_BASE_URL for a "
@@ -187,18 +196,24 @@ def _openai(settings: JudgeSettings) -> Transport:
             "--model NAME; or use the deterministic, approximate offline judge with "
             "--judge offline."
         )
+    return _openai_transport(settings, base_url=base_url)
+
+
+def _openai_transport(settings: JudgeSettings, **endpoint: Any) -> Transport:
     model = settings.model or os.environ.get("JUDGE_EVAL_MODEL")
     if not model:
-        raise ConfigError("the openai judge needs a model: pass --model NAME (or set JUDGE_EVAL_MODEL)")
+        what = "an Azure deployment" if endpoint.get("azure") else "a model"
+        raise ConfigError(f"the openai judge needs {what}: pass --model NAME (or set JUDGE_EVAL_MODEL)")
     from judge_eval.judge.openai_judge import OpenAITransport
 
     return OpenAITransport(
         model,
-        base_url=base_url,
         cache=settings.open_cache(),
         timeout=settings.timeout,
         concurrency=settings.concurrency,
         namespace=settings.namespace(),
+        reasoning_effort=settings.reasoning_effort,
+        **endpoint,
     )
 
 

@@ -25,9 +25,9 @@ def accounting_line(info: dict) -> str:
     a = info["accounting"]
     parts = [
         f"tasks {a['tasks']}",
-        f"calls {a['calls']}",
+        f"calls {a['calls']}" + (f" (batch {a['batch_calls']})" if a.get("batch_calls") else ""),
         f"cache hits {a['cache_hits']}",
-        f"tokens {a['total_tokens']}",
+        f"tokens {a['total_tokens']}" + (f" (reasoning {a['reasoning_tokens']})" if a.get("reasoning_tokens") else ""),
         f"cost ${a['cost_usd']:.4f}",
         f"errors {a['errors']}" + (
             " (" + ", ".join(f"{cause} {n}" for cause, n in sorted(a["error_causes"].items())) + ")"

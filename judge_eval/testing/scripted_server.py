@@ -92,6 +92,8 @@ adds up ``response.usage`` would see them. All counters are guarded by one lock.
 
 from __future__ import annotations
 
+import email
+import email.policy
 import hashlib
 import json
 import math
@@ -105,7 +107,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from judge_eval.cache import canonical_json
 from judge_eval.judge.prompts import quote_data, recognise
@@ -125,6 +129,12 @@ FAULT_KINDS = frozenset(
         "invented_evidence",
     }
 )
+
+#: The parameters a reasoning model refuses, in the order it names them (one per 400)
+REASONING_REFUSES = ("max_tokens", "temperature", "top_p")
+
+#: What a batch does once it is polled (see :meth:`ScriptedServer._poll_batch`)
+BATCH_OUTCOMES = ("complete", "expire", "fail")
 
 #: Evidence quoted by the ``invented_evidence`` fault; never a substring of a sane chunk.
 INVENTED_EVIDENCE = "the moon is made of cheese"
@@ -416,6 +426,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         owner = self.server.owner
+        if _route(path).startswith(("/v1/files", "/v1/batches")):
+            owner._handle_api(self, "GET", b"")
+            return
         if path in ("/v1/models", "/models"):
             self._send_json(
                 200,
@@ -433,10 +446,21 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if path not in ("/v1/chat/completions", "/chat/completions"):
-            self._send_json(404, _openai_error(f"Unknown path {path}", "invalid_request_error", None))
+        if _route(path) == "/v1/chat/completions":
+            self.server.owner._handle_chat(self, path, raw)
             return
-        self.server.owner._handle_chat(self, path, raw)
+        self.server.owner._handle_api(self, "POST", raw)
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True
 
     def do_PUT(self) -> None:  # pragma: no cover - not part of the protocol
         self._send_json(405, _openai_error("Method not allowed", "invalid_request_error", None))
@@ -487,7 +511,14 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         hold_after: int | None = None,
+        reasoning_model: bool = False,
+        reasoning_tokens: int = 0,
+        refuse_params: Iterable[str] = (),
+        batch_outcome: str = "complete",
+        batch_hold: bool = False,
     ) -> None:
+        if batch_outcome not in BATCH_OUTCOMES:
+            raise ValueError(f"batch_outcome must be one of {BATCH_OUTCOMES}, got {batch_outcome!r}")
         self.scenario = scenario if scenario is not None else Scenario()
         self.faults = list(faults)
         self.refuse_json_schema = refuse_json_schema
@@ -514,6 +545,21 @@ class ScriptedServer:
         self.served_keys: Counter[str] = Counter()
         self.attempts: Counter[str] = Counter()  # body key -> attempts received
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        self.reasoning_model = reasoning_model
+        self.reasoning_tokens = int(reasoning_tokens)
+        self.refuse_params = tuple(refuse_params)
+        unknown = set(self.refuse_params) - set(REASONING_REFUSES)
+        if unknown:
+            raise ValueError(f"refuse_params can name {REASONING_REFUSES}, not {sorted(unknown)}")
+        # the files and batches endpoints
+        self.batch_outcome = batch_outcome
+        self.batch_hold = batch_hold
+        self._batches_released = threading.Event()
+        self.files: dict[str, dict[str, Any]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.api_requests: list[dict[str, Any]] = []  # every files/batches request: method, path, query, headers
+        self.batch_served: Counter[str] = Counter()  # messages key -> batch lines answered (status 200)
+        self.batch_usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
     # -- holding -------------------------------------------------------------------------
 
@@ -629,10 +675,19 @@ class ScriptedServer:
 
     # -- the chat endpoint ---------------------------------------------------------------
 
+    def _authorised(self, headers: dict[str, str]) -> bool:
+        """No ``api_key`` set, or it came as ``Authorization: Bearer <key>`` or (Azure)
+        ``api-key: <key>``."""
+        if self.api_key is None:
+            return True
+        return headers.get("authorization") == f"Bearer {self.api_key}" or headers.get("api-key") == self.api_key
+
     def _handle_chat(self, h: _Handler, path: str, raw: bytes) -> None:
         entry: dict[str, Any] = {
             "body": None,
             "headers": {k.lower(): v for k, v in h.headers.items()},
+            "query": _query(h.path),
+            "deployment": _deployment(h.path),
             "fault": None,
             "status": None,
             "path": path,
@@ -669,7 +724,7 @@ class ScriptedServer:
             send(400, _openai_error("Request body must be a JSON object with 'messages'",
                                     "invalid_request_error", None))
             return
-        if self.api_key is not None and entry["headers"].get("authorization") != f"Bearer {self.api_key}":
+        if not self._authorised(entry["headers"]):
             send(401, _openai_error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
             return
 
@@ -706,31 +761,66 @@ class ScriptedServer:
                 headers["Retry-After"] = _format_seconds(fault.retry_after)  # type: ignore[union-attr]
             send(status, _openai_error(message, type_, code), headers)
             return
-        if body.get("stream"):
-            send(400, _openai_error("stream=true is not supported by the scripted server",
-                                    "invalid_request_error", None, "stream"))
+        status, payload, usage = self._completion(body, parsed, kind)
+        if status != 200:
+            send(status, payload)
             return
+        if h._peer_gone():
+            h._drop()
+            return
+        send(200, payload, usage=usage)
+
+    def _refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The 400 body for a parameter the model does not take (``refuse_params``; a
+        ``reasoning_model`` refuses ``max_tokens``, ``temperature`` and ``top_p`` but 1), in
+        OpenAI's words, one parameter per answer as OpenAI does; a model that is not a reasoning
+        model refuses ``reasoning_effort``. None when the body is acceptable."""
+        refused = set(self.refuse_params) | (set(REASONING_REFUSES) if self.reasoning_model else set())
+        for name in REASONING_REFUSES:
+            if name not in refused or name not in body:
+                continue
+            if name == "max_tokens":
+                return _openai_error("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                     "Use 'max_completion_tokens' instead.", "invalid_request_error",
+                                     "unsupported_parameter", "max_tokens")
+            if body[name] != 1:
+                return _openai_error(f"Unsupported value: '{name}' does not support {body[name]} with this model. "
+                                     "Only the default (1) value is supported.", "invalid_request_error",
+                                     "unsupported_value", name)
+        if "reasoning_effort" in body and not self.reasoning_model:
+            return _openai_error("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+                                 "invalid_request_error", "unsupported_parameter", "reasoning_effort")
+        return None
+
+    def _completion(
+        self, body: dict[str, Any], parsed: _Parsed | None, kind: str | None
+    ) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+        """(status, JSON payload, usage) of a chat-completions request body, given its recognised
+        prompt and the fault kind of this attempt (None: none). Used for HTTP requests and batch
+        lines alike."""
+        if body.get("stream"):
+            return 400, _openai_error("stream=true is not supported by the scripted server",
+                                      "invalid_request_error", None, "stream"), None
+        refusal = self._refusal(body)
+        if refusal is not None:
+            return 400, refusal, None
 
         response_format = body.get("response_format") or {}
         rf_type = response_format.get("type", "text") if isinstance(response_format, dict) else "text"
         if rf_type == "json_schema" and self.refuse_json_schema:
             schema = (response_format.get("json_schema") or {}).get("schema", {})
             message = LLAMACPP_SCHEMA_REFUSAL.format(schema=canonical_json(schema))
-            send(400, _llamacpp_error(message))
-            return
+            return 400, _llamacpp_error(message), None
         if rf_type == "json_object" and self.refuse_json_object:
-            send(400, _llamacpp_error(JSON_OBJECT_REFUSAL))
-            return
+            return 400, _llamacpp_error(JSON_OBJECT_REFUSAL), None
         if rf_type not in ("text", "json_object", "json_schema"):
-            send(400, _openai_error(f"Invalid response_format type {rf_type!r}",
-                                    "invalid_request_error", None, "response_format"))
-            return
+            return 400, _openai_error(f"Invalid response_format type {rf_type!r}",
+                                      "invalid_request_error", None, "response_format"), None
         if parsed is None:
-            send(400, _openai_error(
+            return 400, _openai_error(
                 "Scripted server: the messages do not start with a rendering of a shipped prompt "
                 "(decompose or judge_chunk, any version)",
-                "invalid_request_error", None, "messages"))
-            return
+                "invalid_request_error", None, "messages"), None
 
         answer = self._script.decompose(parsed) if parsed.kind == "decompose" else self._script.judge_chunk(parsed)
         finish_reason = "stop"
@@ -760,11 +850,13 @@ class ScriptedServer:
             finish_reason = "length"
 
         prompt_chars = sum(len(_content_text(m.get("content"))) for m in body["messages"] if isinstance(m, dict))
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": estimate_tokens(prompt_chars),
-            "completion_tokens": estimate_tokens(len(content)),
+            "completion_tokens": estimate_tokens(len(content)) + self.reasoning_tokens,
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if self.reasoning_tokens:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
         payload = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -781,10 +873,218 @@ class ScriptedServer:
             "usage": usage,
             "system_fingerprint": "scripted",
         }
-        if h._peer_gone():
-            h._drop()
+        return 200, payload, usage
+
+    # -- the files and batches endpoints -------------------------------------------------
+
+    def release_batches(self) -> None:
+        """Let held batches (``batch_hold=True``) finish at their next poll."""
+        self._batches_released.set()
+
+    def _handle_api(self, h: _Handler, method: str, raw: bytes) -> None:
+        """``/v1/files`` and ``/v1/batches`` (also under Azure's ``/openai/``)."""
+        path = _route(h.path.split("?", 1)[0].rstrip("/"))
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self._lock:
+            self.api_requests.append({"method": method, "path": h.path.split("?", 1)[0], "query": _query(h.path),
+                                      "headers": headers})
+        if not self._authorised(headers):
+            h._send_json(401, _openai_error("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
             return
-        send(200, payload, usage=usage)
+        parts = path.strip("/").split("/")[1:]  # without "v1"
+        try:
+            if parts == ["files"] and method == "POST":
+                status, payload = self._upload(headers.get("content-type", ""), raw)
+            elif len(parts) == 3 and parts[0] == "files" and parts[2] == "content" and method == "GET":
+                file = self.files.get(parts[1])
+                if file is None:
+                    status, payload = 404, _openai_error(f"No such file: {parts[1]}", "invalid_request_error", None)
+                else:
+                    h._send_bytes(200, file["data"], "application/octet-stream")
+                    return
+            elif len(parts) == 2 and parts[0] == "files" and method == "GET":
+                file = self.files.get(parts[1])
+                status, payload = (200, self._file_object(parts[1])) if file is not None else (
+                    404, _openai_error(f"No such file: {parts[1]}", "invalid_request_error", None))
+            elif parts == ["batches"] and method == "POST":
+                status, payload = self._create_batch(json.loads(raw.decode("utf-8") or "{}"))
+            elif parts == ["batches"] and method == "GET":
+                with self._lock:
+                    data = [self._batch_object(b) for b in sorted(self.batches.values(), key=lambda b: -b["seq"])]
+                status, payload = 200, {"object": "list", "data": data, "has_more": False,
+                                        "first_id": data[0]["id"] if data else None,
+                                        "last_id": data[-1]["id"] if data else None}
+            elif len(parts) == 2 and parts[0] == "batches" and method == "GET":
+                status, payload = self._poll_batch(parts[1])
+            elif len(parts) == 3 and parts[0] == "batches" and parts[2] == "cancel" and method == "POST":
+                with self._lock:
+                    batch = self.batches.get(parts[1])
+                    if batch is not None and batch["status"] in ("validating", "in_progress"):
+                        batch["status"] = "cancelled"
+                        batch["cancelled_at"] = int(time.time())
+                status, payload = (200, self._batch_object(batch)) if batch is not None else (
+                    404, _openai_error(f"No such batch: {parts[1]}", "invalid_request_error", None))
+            else:
+                status, payload = 404, _openai_error(f"Unknown path {path}", "invalid_request_error", None)
+        except ValueError as exc:  # an unreadable upload or JSON body
+            status, payload = 400, _openai_error(f"Bad request: {exc}", "invalid_request_error", None)
+        h._send_json(status, payload)
+
+    def _upload(self, content_type: str, raw: bytes) -> tuple[int, dict[str, Any]]:
+        message = email.message_from_bytes(b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + raw,
+                                           policy=email.policy.HTTP)
+        fields: dict[str, Any] = {}
+        filename = "upload.jsonl"
+        for part in message.iter_parts() if message.is_multipart() else []:
+            name = part.get_param("name", header="content-disposition")
+            data = part.get_payload(decode=True) or b""
+            if name == "file":
+                filename = part.get_filename() or filename
+            fields[str(name)] = data
+        if "file" not in fields or fields.get("purpose", b"").decode() != "batch":
+            return 400, _openai_error("expected a multipart upload with 'file' and purpose 'batch'",
+                                      "invalid_request_error", None)
+        with self._lock:
+            file_id = f"file-{uuid.uuid4().hex[:24]}"
+            self.files[file_id] = {"data": fields["file"], "filename": filename, "purpose": "batch",
+                                   "created_at": int(time.time())}
+        return 200, self._file_object(file_id)
+
+    def _file_object(self, file_id: str) -> dict[str, Any]:
+        f = self.files[file_id]
+        return {"id": file_id, "object": "file", "bytes": len(f["data"]), "created_at": f["created_at"],
+                "filename": f["filename"], "purpose": f["purpose"], "status": "processed"}
+
+    def _create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        file_id = body.get("input_file_id")
+        if file_id not in self.files:
+            return 400, _openai_error(f"No such file: {file_id}", "invalid_request_error", None, "input_file_id")
+        if body.get("endpoint") not in ("/v1/chat/completions", "/chat/completions"):
+            return 400, _openai_error("endpoint must be /v1/chat/completions", "invalid_request_error", None,
+                                      "endpoint")
+        if body.get("completion_window") != "24h":
+            return 400, _openai_error("completion_window must be 24h", "invalid_request_error", None,
+                                      "completion_window")
+        with self._lock:
+            batch_id = f"batch_{uuid.uuid4().hex[:24]}"
+            now = int(time.time())
+            self.batches[batch_id] = {
+                "id": batch_id, "seq": len(self.batches), "object": "batch", "endpoint": body["endpoint"],
+                "input_file_id": file_id, "completion_window": "24h", "status": "validating", "created_at": now,
+                "expires_at": now + 86400, "metadata": body.get("metadata") or None, "output_file_id": None,
+                "error_file_id": None, "errors": None, "polls": 0, "lines": self._batch_lines(file_id),
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            }
+            self.batches[batch_id]["request_counts"]["total"] = len(self.batches[batch_id]["lines"])
+            return 200, self._batch_object(self.batches[batch_id])
+
+    def _batch_lines(self, file_id: str) -> list[Any]:
+        lines = []
+        for line in self.files[file_id]["data"].decode("utf-8", errors="replace").splitlines():
+            if line.strip():
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    lines.append(None)
+        return lines
+
+    @staticmethod
+    def _batch_object(batch: dict[str, Any]) -> dict[str, Any]:
+        """The public shape of a batch (openai.types.Batch)."""
+        hidden = {"seq", "polls", "lines"}
+        return {k: v for k, v in batch.items() if k not in hidden}
+
+    def _poll_batch(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        """GET /v1/batches/{id}: each poll moves the batch on: validating -> in_progress ->
+        (unless held) completed, expired (``batch_outcome="expire"``: the second half of the
+        lines unfinished) or failed (``batch_outcome="fail"``: the whole batch, at validation)."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None:
+                return 404, _openai_error(f"No such batch: {batch_id}", "invalid_request_error", None)
+            batch["polls"] += 1
+            now = int(time.time())
+            if batch["status"] == "validating":
+                problem = self._invalid_lines(batch)
+                if self.batch_outcome == "fail" or problem is not None:
+                    line, message = problem or (1, "scripted: the batch failed")
+                    batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [
+                        {"code": "invalid_request", "message": message, "param": None, "line": line}]})
+                else:
+                    batch.update(status="in_progress", in_progress_at=now)
+            elif batch["status"] == "in_progress" and (not self.batch_hold or self._batches_released.is_set()):
+                self._finish(batch, now)
+            return 200, self._batch_object(batch)
+
+    @staticmethod
+    def _invalid_lines(batch: dict[str, Any]) -> tuple[int, str] | None:
+        seen: set[str] = set()
+        for n, line in enumerate(batch["lines"], start=1):
+            if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
+                return n, "each line must be a JSON object with a 'body' object"
+            custom_id = line.get("custom_id")
+            if not isinstance(custom_id, str) or custom_id in seen:
+                return n, f"missing or duplicate custom_id {custom_id!r}"
+            seen.add(custom_id)
+            if line.get("method") != "POST" or line.get("url") != batch["endpoint"]:
+                return n, f"method must be POST and url {batch['endpoint']}"
+        return None
+
+    def _finish(self, batch: dict[str, Any], now: int) -> None:
+        """Answer the lines of a batch (caller holds the lock): output and error files."""
+        lines = batch["lines"]
+        answered = len(lines) if self.batch_outcome != "expire" else len(lines) // 2
+        output: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        for n, line in enumerate(lines):
+            if n >= answered:
+                errors.append({"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": line["custom_id"],
+                               "response": None, "error": {"code": "batch_expired", "message": (
+                                   "This request could not be executed before the completion window expired.")}})
+                continue
+            result = self._batch_result(line)
+            (output if result["response"]["status_code"] == 200 else errors).append(result)
+        for name, rows in (("output_file_id", output), ("error_file_id", errors)):
+            if rows:
+                file_id = f"file-{uuid.uuid4().hex[:24]}"
+                data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+                self.files[file_id] = {"data": data, "filename": f"{batch['id']}_{name}.jsonl",
+                                       "purpose": "batch_output", "created_at": now}
+                batch[name] = file_id
+        batch["request_counts"] = {"total": len(lines), "completed": len(output), "failed": len(errors)}
+        if self.batch_outcome == "expire":
+            batch.update(status="expired", expired_at=now)
+        else:
+            batch.update(status="completed", finalizing_at=now, completed_at=now)
+
+    def _batch_result(self, line: dict[str, Any]) -> dict[str, Any]:
+        """One output line for a request line (OpenAI's and vLLM's shape); a 200 is counted in
+        :attr:`batch_served` and :attr:`batch_usage` (caller holds the lock, or runs alone)."""
+        body = line["body"]
+        parsed = parse_prompt(body.get("messages")) if isinstance(body.get("messages"), list) else None
+        if parsed is None and not isinstance(body.get("messages"), list):
+            status, payload, usage = 400, _openai_error("'messages' is required", "invalid_request_error", None), None
+        else:
+            status, payload, usage = self._completion(body, parsed, None)
+        if status == 200 and usage is not None:
+            self.batch_served[messages_key(body["messages"])] += 1
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                self.batch_usage[k] += usage[k]
+        return {"id": f"batch_req_{uuid.uuid4().hex[:24]}", "custom_id": line.get("custom_id"),
+                "response": {"status_code": status, "request_id": uuid.uuid4().hex, "body": payload},
+                "error": None}
+
+    def run_batch_file(self, src: str | Path, dest: str | Path) -> int:
+        """Answer a batch request file offline, as ``vllm run-batch -i SRC -o DEST`` does: one
+        output line per request line (errors included, in the same file). No HTTP; returns the
+        number of lines written."""
+        rows = []
+        for line in Path(src).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                with self._lock:
+                    rows.append(self._batch_result(json.loads(line)))
+        Path(dest).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        return len(rows)
 
     def _account(self, entry: dict[str, Any], usage: dict[str, int] | None, clean: bool, sign: int) -> None:
         """Add (sign=+1) or remove (sign=-1) one answer from the counters; caller holds the lock."""
@@ -796,6 +1096,28 @@ class ScriptedServer:
             self.served_keys[entry["key"]] += sign
             if self.served_keys[entry["key"]] <= 0:
                 del self.served_keys[entry["key"]]
+
+
+def _route(path: str) -> str:
+    """The OpenAI path of a request path: Azure's ``/openai/deployments/<name>/chat/completions``
+    and ``/openai/files`` are ``/v1/chat/completions`` and ``/v1/files``; a path without ``/v1``
+    gains it."""
+    path = path.split("?", 1)[0].rstrip("/")
+    m = re.fullmatch(r"/openai/deployments/[^/]+(/.*)", path)
+    if m:
+        return "/v1" + m.group(1)
+    if path.startswith("/openai/"):
+        return "/v1" + path[len("/openai"):]
+    return path if path.startswith("/v1/") else "/v1" + path
+
+
+def _query(raw_path: str) -> dict[str, str]:
+    return dict(parse_qsl(urlsplit(raw_path).query))
+
+
+def _deployment(raw_path: str) -> str | None:
+    m = re.match(r"/openai/deployments/([^/?]+)/", raw_path)
+    return m.group(1) if m else None
 
 
 def _refuse_constant(name: str) -> Any:
