@@ -23,7 +23,8 @@ _built: dict[str, Path] = {}
 
 
 def _score(out: Path, base: Path, runs: dict[str, str], ks: tuple[int, ...], qrels: bool) -> Path:
-    results = judge_eval.evaluate(base / "questions.jsonl", runs={n: base / "runs" / f"{f}.trec" for n, f in runs.items()},
+    run_files = {n: base / "runs" / f"{f}.trec" for n, f in runs.items()}
+    results = judge_eval.evaluate(base / "questions.jsonl", runs=run_files,
                                   qrels=base / "qrels.txt" if qrels else None, corpus=base / "corpus.jsonl",
                                   judge="offline", ks=ks)
     judge_eval.write_results(results, out)
@@ -66,7 +67,8 @@ def audit_doc(audit_id: str, started: str, value: float, diff: float | None, ver
     check = {"run": "dense", "metric": "context_recall@5", "value": value, "ci_low": value - 0.1,
              "ci_high": value + 0.1, "n": 20, "floor": 0.3, "max_drop": 0.02,
              "baseline_value": None if diff is None else value - diff, "diff": diff,
-             "diff_ci_low": None if diff is None else diff - 0.05, "diff_ci_high": None if diff is None else diff + 0.05,
+             "diff_ci_low": None if diff is None else diff - 0.05,
+             "diff_ci_high": None if diff is None else diff + 0.05,
              "n_paired": 20, "p_value": 0.001, "p_holm": 0.002, "below_floor": False,
              "significant_drop": verdict == "regression", "verdict": verdict,
              "reasons": ["drop 0.100 > allowed 0.020 (p_holm 0.0020 <= 0.05)"] if verdict == "regression" else [],
@@ -101,7 +103,8 @@ def audit_folders(audits: Path, current: Path, baseline: Path) -> tuple[Path, Pa
     old, new = audits / "20250101T020000Z-aaaaaa", audits / "20250102T020000Z-bbbbbb"
     shutil.copytree(baseline, old)
     shutil.copytree(current, new)
-    (old / "audit.json").write_text(json.dumps(audit_doc(old.name, "2025-01-01T02:00:00Z", 0.7, None, "pass", None, [])))
+    first = audit_doc(old.name, "2025-01-01T02:00:00Z", 0.7, None, "pass", None, [])
+    (old / "audit.json").write_text(json.dumps(first))
     moved = analysis.movers(read_source(current), read_source(baseline), metric="context_recall@5", limit=1000)
     drops = [{"question_id": r["question_id"], "value": r["current"], "baseline": r["baseline"], "diff": r["delta"]}
              for r in moved["rows"] if r["run"] == "dense" and r["delta"] < 0][:3]

@@ -7,14 +7,20 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from report_helpers import audit_folders, folder, specs, summary
+from test_prompts import _build_wheel
 
 from judge_eval.cli import main
 from judge_eval.errors import ConfigError, InputError
@@ -23,7 +29,6 @@ from judge_eval.report.html import report_html
 from judge_eval.report.markdown import report_markdown
 from judge_eval.report.render import audit_history, read_audit, read_source, write_report
 from judge_eval.report.source import ReportSource
-from report_helpers import audit_folders, folder, specs, summary
 
 VENDOR = Path(plots.__file__).parent / "vendor"
 
@@ -90,6 +95,23 @@ def test_the_vendored_scripts_are_the_pinned_npm_builds_with_their_licenses() ->
     assert inlined is not None and "sourceMappingURL" not in inlined and "</script" not in inlined.lower()
 
 
+def test_the_wheel_ships_the_plot_scripts_and_an_install_from_it_draws_plots(tmp_path: Path) -> None:
+    """Built from a clean copy of the sources and installed with pip: vega_scripts() finds the
+    vendored files there (not in the checkout)."""
+    wheel = _build_wheel(tmp_path)
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"judge_eval/report/vendor/{n}" for n in [*plots.VENDORED, "LICENSE-vega.txt", "LICENSE-vega-lite.txt",
+                                                      "THIRD-PARTY-NOTICES.txt"]} <= names
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True)
+    code = ("import judge_eval.report.plots as p; s = p.vega_scripts(); print(p.__file__); "
+            "print(len(s) if s else 0)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(site)}, cwd=tmp_path).stdout.splitlines()
+    assert out[0].startswith(str(site)) and int(out[1]) > 700_000, out
+
+
 # ----------------------------------------------------------------------------- numbers
 
 
@@ -110,8 +132,9 @@ def test_every_number_of_the_metrics_table_and_plot_is_the_summarys(mini: Path) 
         assert row[-1] == "/".join(str(n) for n in sorted({by[(run, row[0])]["n"] for run in runs}))
     # the plot: the same records, unrounded
     metric_spec = specs(page)[0]
-    assert [(d["run"], d["measure"], d["mean"], d["ci_low"], d["ci_high"], d["n"]) for d in metric_spec["data"]["values"]] \
-        == [(r["run"], r["measure"], r["mean"], r["ci_low"], r["ci_high"], r["n"]) for r in records]
+    fields = ("run", "measure", "mean", "ci_low", "ci_high", "n")
+    assert [tuple(d[f] for f in fields) for d in metric_spec["data"]["values"]] == [
+        tuple(r[f] for f in fields) for r in records]
     assert metric_spec["encoding"]["y"]["sort"] == measures  # metrics as rows
     # report.md: the same cells
     md = (mini / "report.md").read_text()
@@ -127,7 +150,8 @@ def test_the_agreement_numbers_are_the_trust_reports(mini: Path) -> None:
     c = trust["confusion"]
     assert confusion[1][1:] == [str(c["human_not_relevant"]["judge_not_relevant"]),
                                 str(c["human_not_relevant"]["judge_relevant"])]
-    assert confusion[2][1:] == [str(c["human_relevant"]["judge_not_relevant"]), str(c["human_relevant"]["judge_relevant"])]
+    assert confusion[2][1:] == [str(c["human_relevant"]["judge_not_relevant"]),
+                                str(c["human_relevant"]["judge_relevant"])]
     conf_spec = next(s for s in specs(page) if s.get("width") == 220)
     assert sorted(d["count"] for d in conf_spec["data"]["values"]) == sorted(
         n for row in c.values() for n in row.values())
@@ -169,8 +193,8 @@ def _source(statements: list[tuple[str, int, str]], verdicts: list[dict], runs: 
                      "n_missing": 0} for r in runs]
     full = []
     for v in verdicts:
-        full.append({"chunk_text": f"text of {v['chunk_id']}", "question": f"question {v['question_id']}", "error": None,
-                     "grade": 2, "capped_grade": 2, "evidence": {}, "reason": "", **v})
+        full.append({"chunk_text": f"text of {v['chunk_id']}", "question": f"question {v['question_id']}",
+                     "error": None, "grade": 2, "capped_grade": 2, "evidence": {}, "reason": "", **v})
     return ReportSource(summary=summary_rows, info={"settings": {"ks": ks}},
                         per_question=per_question if per_question is not None else pd.DataFrame(
                             columns=["run", "question_id"]),
@@ -278,8 +302,8 @@ def test_moved_questions_show_their_chunks_and_evidence_beside_the_baselines(min
     quotes = [q for c in chunks for q in c["evidence"].values()]
     assert quotes, "the first moved question should have evidence in the current run"
     for q in quotes:  # each quote marked in its chunk's text
-        assert re.search(r"<mark title='statement [\d, ]+'>" + re.escape(html.escape(q.strip(), quote=True)) + "</mark>",
-                         block), q
+        marked = re.escape(html.escape(q.strip(), quote=True))
+        assert re.search(r"<mark title='statement [\d, ]+'>" + marked + "</mark>", block), q
     md = written.markdown.read_text()
     assert f"| {i + 1} | {first['run']} |" in md and f"{first['delta']:+.3f}" in md
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import chrome, console_errors, save_screenshot
+from report_helpers import MINI, audit_folders, folder, specs
 
 import judge_eval
-from browser_helpers import chrome, console_errors, save_screenshot
 from judge_eval.report.render import read_source, write_report
-from report_helpers import MINI, audit_folders, folder, specs
 
 
 @pytest.fixture
@@ -41,13 +41,14 @@ def _overflow(driver: Any) -> list[str]:
     """Elements sticking out of the window to the right, and whether the page scrolls sideways."""
     return _js(driver, """
         const w = document.documentElement.clientWidth, out = [];
-        if (document.documentElement.scrollWidth > w) out.push('page scrollWidth ' + document.documentElement.scrollWidth + ' > ' + w);
+        const sw = document.documentElement.scrollWidth;
+        if (sw > w) out.push('page scrollWidth ' + sw + ' > ' + w);
         for (const el of document.querySelectorAll('body *')) {
           const r = el.getBoundingClientRect();
           if (r.width && r.right > w + 0.5) out.push(el.tagName + '.' + el.className + ' right ' + Math.round(r.right));
         }
         for (const p of document.querySelectorAll('.plot')) {
-          if (p.scrollWidth > p.clientWidth) out.push('plot ' + p.id + ' scrolls: ' + p.scrollWidth + ' > ' + p.clientWidth);
+          if (p.scrollWidth > p.clientWidth) out.push('plot ' + p.id + ' scrolls: ' + p.scrollWidth);
         }
         return out.slice(0, 20);""")
 
@@ -62,7 +63,8 @@ def _network(driver: Any) -> list[str]:
 
 
 def _marks(driver: Any, label: str, group: str) -> int:
-    return _js(driver, f"return document.querySelectorAll(\"div.plot[data-label='{label}'] svg g.{group}.role-mark > path\").length")
+    selector = f"div.plot[data-label='{label}'] svg g.{group}.role-mark > path"
+    return _js(driver, f"return document.querySelectorAll(\"{selector}\").length")
 
 
 def _check_page(driver: Any, page: Path) -> None:
@@ -95,7 +97,8 @@ def test_the_report_in_chromium(browser, tmp_path: Path, tmp_path_factory) -> No
     # one mark per plotted number: a dot per (run, measure) with a mean, a cell per confusion count,
     # a dot per moved question, a bar per (run, kind) with statements
     metric_spec, confusion_spec, scatter_spec, moved_spec, gaps_spec = specs(text)
-    assert _marks(browser, labels[0], "mark-symbol") == sum(r["mean"] is not None for r in metric_spec["data"]["values"])
+    means = [r["mean"] for r in metric_spec["data"]["values"]]
+    assert _marks(browser, labels[0], "mark-symbol") == sum(m is not None for m in means)
     assert _marks(browser, labels[1], "mark-rect") == len(confusion_spec["data"]["values"]) == 4
     pair = scatter_spec["params"][0]["value"]
     points = scatter_spec["layer"][1]["data"]["values"]
@@ -112,7 +115,8 @@ def test_the_report_in_chromium(browser, tmp_path: Path, tmp_path_factory) -> No
     other = scatter_spec["params"][0]["bind"]["options"][1]
     Select(browser.find_element(By.CSS_SELECTOR, "div.plot[data-label='judged vs human scatter'] select")) \
         .select_by_visible_text(other)
-    WebDriverWait(browser, 10).until(lambda d: _marks(d, labels[2], "mark-symbol") == sum(p["pair"] == other for p in points))
+    n_other = sum(p["pair"] == other for p in points)
+    WebDriverWait(browser, 10).until(lambda d: _marks(d, labels[2], "mark-symbol") == n_other)
 
     # a click on a moved question's dot opens its chunks and the judge's evidence (a rise: the
     # current run's chunks have evidence to show)

@@ -101,9 +101,9 @@ def movers(current: ReportSource, baseline: ReportSource, *, metric: str | None 
                 out["moved"] += 1
                 out["up" if delta > 0 else "down"] += 1
                 # rounded: 0.2 - 0.7 and 0.0 - 0.5 are the same change for a reader
-                rows.append((-round(abs(delta), 12), round(delta, 12), order, q_order, {"run": run, "baseline_run": base_run, "question_id": qid,
-                                                           "question": texts.get(qid, ""), "baseline": b,
-                                                           "current": c, "delta": delta}))
+                row = {"run": run, "baseline_run": base_run, "question_id": qid, "question": texts.get(qid, ""),
+                       "baseline": b, "current": c, "delta": delta}
+                rows.append((-round(abs(delta), 12), round(delta, 12), order, q_order, row))
     rows.sort(key=lambda t: t[:4])
     out["rows"] = [r for *_, r in rows[:limit]]
     return out

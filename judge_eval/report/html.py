@@ -20,7 +20,8 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -148,7 +149,8 @@ def question_detail(anchor: str, summary_html: str, statements: list[tuple[int, 
         marks = " ".join(f"<span class='{'yes' if n in s else 'no'}'>{esc(title.split(':')[0])} "
                          f"{YES if n in s else NO}</span>" for (title, _), s in zip(sides, supported))
         st_rows.append(f"<li value='{n}'>{esc(text)} {marks}</li>")
-    st = f"<ol class='statements'>{''.join(st_rows)}</ol>" if st_rows else "<p class='muted'>no reference statements</p>"
+    st = (f"<ol class='statements'>{''.join(st_rows)}</ol>" if st_rows
+          else "<p class='muted'>no reference statements</p>")
     cols = "".join(f"<div><h4>{esc(title)}</h4>{chunks_html(chunks)}</div>" for title, chunks in sides)
     return (f"<details class='question' id='{esc(anchor)}'><summary>{summary_html}</summary>"
             f"<div class='detail'><h4>Reference statements</h4>{st}<div class='sides'>{cols}</div></div></details>")
@@ -212,7 +214,7 @@ def _header(title: str, info: dict[str, Any], extra: list[str] | None = None) ->
     if judge.get("approximate"):
         lines.append("<p class='warn'>Judge <code>{}</code> is the offline <b>approximation</b> (lexical overlap, "
                      "not an LLM): for demos and smoke tests.</p>".format(esc(judge.get("identity"))))
-    facts = []
+    facts: list[tuple[str, str]] = []
     if judge:
         facts.append(("judge", Raw(f"<code>{esc(judge.get('identity'))}</code>")))
     if info.get("prompts"):
@@ -443,7 +445,8 @@ def _checks_section(page: Page, doc: dict[str, Any]) -> None:
         return
     rows = [[c.get("run"), c.get("metric"), mean_cell(c.get("value"), c.get("ci_low"), c.get("ci_high")),
              num(c.get("baseline_value")),
-             Raw(f"{esc(num(c.get('diff'), sign=True))} <small>{esc(ci(c.get('diff_ci_low'), c.get('diff_ci_high'), sign=True))}</small>"),
+             Raw(f"{esc(num(c.get('diff'), sign=True))} "
+                 f"<small>{esc(ci(c.get('diff_ci_low'), c.get('diff_ci_high'), sign=True))}</small>"),
              num(c.get("p_holm"), 4), num(c.get("floor")), num(c.get("max_drop")),
              Raw(f"<span class='{'bad' if c.get('verdict') == 'regression' else 'ok'}'>{esc(c.get('verdict'))}</span>"),
              "; ".join(str(x) for x in c.get("reasons") or [])] for c in checks]
@@ -605,7 +608,8 @@ dl.facts dt{color:#57606a}dl.facts dd{margin:0;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:6px 0;max-width:100%}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f6f8fa}
-table.metrics td,table.stats td,table.checks td{text-align:right}table.metrics td:first-child{text-align:left}
+table.metrics td,table.stats td,table.checks td{text-align:right}
+table.metrics td:first-child,table.stats td:first-child,table.checks td:first-child{text-align:left}
 small,.muted{color:#57606a}
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;border-radius:6px}
 .bad{color:#b3261e}.ok{color:#1a7f37}
@@ -648,7 +652,8 @@ BOOT = r"""
     var target = document.getElementById(el.dataset.target);
     try {
       var spec = JSON.parse(el.textContent);
-      var view = new vega.View(vega.parse(vegaLite.compile(spec).spec), {renderer: 'svg', container: target, hover: true});
+      var view = new vega.View(vega.parse(vegaLite.compile(spec).spec),
+                               {renderer: 'svg', container: target, hover: true});
       view.addEventListener('click', function (event, item) {
         var a = item && item.datum && item.datum.anchor;
         if (a) { if (location.hash === '#' + a) openAnchor(a); else location.hash = a; }

@@ -5,7 +5,8 @@ without the pictures. Every text from the data is escaped (Markdown and HTML).""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from judge_eval.report import analysis
 from judge_eval.report.html import accounting, ci, num
@@ -103,15 +104,16 @@ def _agreement(trust: dict[str, Any] | None) -> list[str]:
                 ""]
     head = ["value", "95% CI", "n", "note"]
     if ag.get("chunk"):
-        out += ["Chunk level:", "", md_table(["statistic", *head], _stats(ag["chunk"], ("statistic",))), ""]
+        out += ["Chunk level:", "", md_table(["statistic", *head], _stats(ag["chunk"], ("statistic",)), "lrrrl"), ""]
     if ag.get("question"):
-        out += ["Question level (judged vs human metric per run and question):", "",
-                md_table(["judged", "human", "statistic", *head], _stats(ag["question"], ("judged", "human", "statistic")),
-                         "lllrrrl"), ""]
+        out += ["<details><summary>Question level: judged vs human metric per run and question "
+                f"({len(ag['question'])} statistics)</summary>", "",
+                md_table(["judged", "human", "statistic", *head],
+                         _stats(ag["question"], ("judged", "human", "statistic")), "lllrrrl"), "", "</details>", ""]
     if ag.get("system"):
-        out += ["System level (do both rank the runs alike?):", "",
-                md_table(["judged", "human", "statistic", *head], _stats(ag["system"], ("judged", "human", "statistic")),
-                         "lllrrrl"), ""]
+        out += ["<details><summary>System level: do both rank the runs alike?</summary>", "",
+                md_table(["judged", "human", "statistic", *head],
+                         _stats(ag["system"], ("judged", "human", "statistic")), "lllrrrl"), "", "</details>", ""]
     est = trust.get("estimates") or []
     if est and any((e.get("ppi_n_unlabelled") or 0) > 0 for e in est):
         out += [f"Human metrics on every question ({trust.get('labelled_questions')} of {trust.get('questions')} "

@@ -36,7 +36,7 @@ def vega_scripts() -> str | None:
     parts = []
     for name, digest in VENDORED.items():
         try:
-            data = resources.files("judge_eval.report").joinpath("vendor", name).read_bytes()
+            data = resources.files("judge_eval.report").joinpath("vendor").joinpath(name).read_bytes()
         except (FileNotFoundError, OSError):
             return None
         if hashlib.sha256(data).hexdigest() != digest:
@@ -170,13 +170,13 @@ def gaps_spec(gaps: dict[str, Any]) -> dict[str, Any]:
 
 def confusion_spec(confusion: dict[str, dict[str, int]]) -> dict[str, Any]:
     """The 2 x 2 chunk-level confusion matrix: rows human, columns judge; counts in the cells."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     labels = {"human_not_relevant": "not relevant", "human_relevant": "relevant",
               "judge_not_relevant": "not relevant", "judge_relevant": "relevant"}
     for h, cols in confusion.items():
         for j, n in cols.items():
             rows.append({"human": labels.get(h, h), "judge": labels.get(j, j), "count": int(n)})
-    top = max([r["count"] for r in rows] or [0])
+    top = max([int(r["count"]) for r in rows] or [0])
     order = ["not relevant", "relevant"]
     return {
         "data": {"values": rows},
@@ -217,7 +217,7 @@ def scatter_spec(points: dict[str, Any], runs: list[str]) -> dict[str, Any]:
              "encoding": {"x": {"field": "human", **axis, "title": "human value (per run and question)"},
                           "y": {"field": "judged", **axis, "title": "judged value"},
                           "size": {"field": "count", "type": "quantitative", "title": "questions",
-                                   "legend": {"orient": "right"}},
+                                   "scale": {"range": [25, 500]}, "legend": {"orient": "right"}},
                           "color": {**_runs_color(runs), "legend": {"orient": "right", "title": "run"}},
                           "tooltip": [{"field": "run"}, {"field": "human", "format": ".3f"},
                                       {"field": "judged", "format": ".3f"}, {"field": "count", "title": "questions"}]}},

@@ -86,7 +86,10 @@ def audit_history(folder: str | os.PathLike[str], doc: dict[str, Any]) -> list[d
     ci_low, ci_high}``; ``audit`` is the start time."""
     here = Path(folder).resolve()
     wanted = {(c.get("run"), c.get("metric")) for c in doc.get("checks") or []}
-    key = ((doc.get("dataset") or {}).get("questions_fingerprint"), (doc.get("judge") or {}).get("identity"))
+    def key_of(d: dict[str, Any]) -> tuple[Any, Any]:
+        return (d.get("dataset") or {}).get("questions_fingerprint"), (d.get("judge") or {}).get("identity")
+
+    key = key_of(doc)
     docs = []
     for sibling in sorted(here.parent.iterdir()):
         if not (sibling / "audit.json").is_file():
@@ -95,7 +98,7 @@ def audit_history(folder: str | os.PathLike[str], doc: dict[str, Any]) -> list[d
             other = doc if sibling == here else read_audit(sibling)
         except InputError:
             continue
-        if ((other.get("dataset") or {}).get("questions_fingerprint"), (other.get("judge") or {}).get("identity")) != key:
+        if key_of(other) != key:
             continue
         if str(other.get("started") or "") <= str(doc.get("started") or ""):
             docs.append(other)

@@ -82,7 +82,7 @@ def _json_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
                                  default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
-def source_from_results(results: "Results", name: str = "") -> ReportSource:
+def source_from_results(results: Results, name: str = "") -> ReportSource:
     """The report source of an evaluation not yet written (what ``write_results`` renders)."""
     verdicts = pd.DataFrame(_json_rows(results.verdicts)) if len(results.verdicts) else pd.DataFrame(
         columns=VERDICT_COLUMNS)
