@@ -152,6 +152,17 @@ def _prompt_ids(ctx: click.Context, param: click.Parameter, value: tuple[str, ..
     return value
 
 
+_reasoning_effort_option = click.option(
+    "--reasoning-effort", type=click.Choice(["none", "minimal", "low", "medium", "high", "xhigh"]),
+    help="Reasoning models (o-series, gpt-5): how hard to think. Part of the cache key; a model that refuses it "
+         "fails with http_400.")
+_api_version_option = click.option(
+    "--api-version", metavar="VERSION",
+    help="Azure OpenAI deployment URLs: the api-version (e.g. 2024-10-21); then --base-url is the resource endpoint "
+         "(or AZURE_OPENAI_ENDPOINT), --model the deployment, the key AZURE_OPENAI_API_KEY or the Entra ID token "
+         "AZURE_OPENAI_AD_TOKEN.")
+
+
 # ----------------------------------------------------------------------------- commands
 
 
@@ -257,6 +268,13 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--price-in", default=0.0, show_default=True, type=_MONEY, help="USD per million prompt tokens.")
 @click.option("--price-out", default=0.0, show_default=True, type=_MONEY, help="USD per million completion tokens.")
 @click.option("--timeout", default=60.0, show_default=True, type=_SECONDS, help="Seconds per judge request.")
+@_reasoning_effort_option
+@_api_version_option
+@click.option("--batch", "batch_mode", type=click.Choice(["openai"]),
+              help="openai: send the tasks through the OpenAI Batch API first (half the price, up to 24 h), into the "
+                   "cache; what the batch does not answer is asked synchronously. A killed run resumes the same batch.")
+@click.option("--batch-poll", default=30.0, show_default=True, type=_FiniteRange(min=0, min_open=True, max=3600),
+              metavar="SECONDS", help="With --batch: seconds between two looks at a running batch.")
 @click.option("--no-answer", "no_answer", multiple=True, default=("No Answer Present.",), show_default=True,
               metavar="TEXT", help="A reference that says there is no answer (repeat for several); such questions "
                                    "are scored as having no reference. An empty reference always counts.")
@@ -274,7 +292,8 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
           out: str | None, force: bool,
           cache_path: str | None, cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
           max_calls: int | None, max_tokens: int | None, max_cost: float | None, max_errors: str,
-          price_in: float, price_out: float, timeout: float, no_answer: tuple[str, ...], strict: bool, fmt: str,
+          price_in: float, price_out: float, timeout: float, reasoning_effort: str | None, api_version: str | None,
+          batch_mode: str | None, batch_poll: float, no_answer: tuple[str, ...], strict: bool, fmt: str,
           progress: bool | None,
           columns: str | None) -> None:
     """Score runs with an LLM judge: context recall/precision and judge-labelled IR metrics.
@@ -325,6 +344,10 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             strict=strict,
             no_answer=no_answer,
             progress=sys.stderr.isatty() if progress is None else progress,
+            reasoning_effort=reasoning_effort,
+            api_version=api_version,
+            batch=batch_mode,
+            batch_poll=batch_poll,
         )
         if out:
             write_results(results, out, force=force)
@@ -695,6 +718,104 @@ def report_cmd(folder: str, baseline: str | None, metric: str | None, limit: int
     written = _guard(lambda: write_report(folder, baseline=baseline, out=out, metric=metric, limit=limit,
                                           with_plots=plots))
     click.echo(f"{'audit ' if written.audit else ''}report written to {written.markdown} and {written.html}")
+
+
+# ----------------------------------------------------------------------------- batch
+
+
+@main.group("batch")
+def batch_group() -> None:
+    """Judge a large audit offline: export the pending tasks as a batch file, import the answers."""
+
+
+@batch_group.command("export")
+@click.option("--data", required=True, type=click.Path(dir_okay=False),
+              help="Questions with reference answers (as for score).")
+@click.option("--run", "run_specs", multiple=True, metavar="NAME=PATH", help="A run file; repeat for several runs.")
+@click.option("--qrels", type=click.Path(dir_okay=False), help="Human labels (as for score; they change no task).")
+@click.option("--corpus", type=click.Path(dir_okay=False), help="Chunk texts (JSONL id,text) for TREC runs.")
+@click.option("--columns", metavar="KEY=COL,...", help="Column mapping for CSV/TSV/Parquet inputs (as for score).")
+@click.option("--judge", "judge_name", default="openai", show_default=True, metavar="NAME", callback=_judge_name,
+              help="The judge whose requests are written: openai (any OpenAI-compatible endpoint).")
+@click.option("--model", help="The model name the engine serves (it goes into every request). Env: JUDGE_EVAL_MODEL.")
+@click.option("--base-url", help="The base URL score will be given (it names the judge in the cache keys).")
+@click.option("--judge-id", metavar="NAME", help="As for score: name the judge in the cache keys.")
+@click.option("--prompt", "prompt_ids", multiple=True, metavar="NAME@VERSION", callback=_prompt_ids,
+              help="Prompt versions, as for score.")
+@_reasoning_effort_option
+@_api_version_option
+@click.option("-k", "ks", default="5,10", show_default=True, help="Cutoffs, as for score: the top max(k) chunks.")
+@click.option("--samples", default=1, show_default=True, type=_POSITIVE_INT, help="Samples per chunk, as for score.")
+@click.option("--joint", is_flag=True, help="Also the joint context tasks, as for score --joint.")
+@click.option("--no-answer", "no_answer", multiple=True, default=("No Answer Present.",), show_default=True,
+              metavar="TEXT", help="As for score.")
+@click.option("--strict", is_flag=True, help="As for score.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
+              help="The cache that records the exported tasks (and later takes the answers). Default: as for score.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="The batch-request JSONL to write (replaced atomically).")
+def batch_export(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, columns: str | None,
+                 judge_name: str, model: str | None, base_url: str | None, judge_id: str | None,
+                 prompt_ids: tuple[str, ...], reasoning_effort: str | None, api_version: str | None, ks: str,
+                 samples: int, joint: bool, no_answer: tuple[str, ...], strict: bool, cache_path: str | None,
+                 out: str) -> None:
+    """Write the unique tasks the cache lacks as an OpenAI batch-request JSONL.
+
+    \b
+    Example (a vLLM cluster judges offline):
+      judge-eval batch export --data q.jsonl --run dense=dense.trec --corpus c.jsonl \\
+        --model Qwen/Qwen2.5-7B-Instruct --base-url http://gpu:8000/v1 --out requests.jsonl
+      vllm run-batch -i requests.jsonl -o answers.jsonl --model Qwen/Qwen2.5-7B-Instruct
+      judge-eval batch import answers.jsonl
+      (repeat once: chunk tasks need the statements of the first round)
+      judge-eval score ... --model Qwen/Qwen2.5-7B-Instruct --base-url http://gpu:8000/v1
+
+    Give it the judge options score will get: they make the cache keys. Sends no request.
+    """
+    from judge_eval.atomic import check_file
+    from judge_eval.evaluation import export_batch
+
+    def run():
+        check_file(out)
+        return export_batch(data, parse_runs(run_specs), qrels, out=out, corpus=corpus, columns=parse_columns(columns),
+                            judge=judge_name, model=model, base_url=base_url, ks=parse_ks(ks), cache=cache_path,
+                            samples=samples, joint=joint, judge_id=judge_id, prompts=list(prompt_ids) or None,
+                            reasoning_effort=reasoning_effort, api_version=api_version, strict=strict,
+                            no_answer=no_answer)
+
+    done = _guard(run)
+    if done.written:
+        click.echo(f"{done.written} requests written to {out} ({done.answered} tasks already answered in the cache)",
+                   err=True)
+    else:
+        click.echo(f"nothing to export: the cache answers all {done.answered} tasks; {out} not written", err=True)
+    if done.waiting:
+        click.echo(f"{done.waiting} chunk tasks wait for their reference's statements: import the answers to this "
+                   "file, then export again", err=True)
+
+
+@batch_group.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False),
+              help="The cache `batch export` wrote to (default: $JUDGE_EVAL_CACHE or "
+                   "~/.cache/judge-eval/responses.sqlite).")
+def batch_import(file: str, cache_path: str | None) -> None:
+    """Load a batch output file (OpenAI output or error file, vLLM run-batch output) into the cache.
+
+    \b
+    Example:
+      judge-eval batch import answers.jsonl
+
+    Every line is checked first (a bad one is named and nothing is stored). Failed requests and
+    answers that do not validate stay pending: a following score asks them.
+    """
+    from judge_eval.judge.batch import import_results
+
+    report = _guard(lambda: import_results(_open_cache(cache_path), file))
+    left = sum(report.not_answered.values())
+    causes = ", ".join(f"{cause} {n}" for cause, n in sorted(report.not_answered.items()))
+    click.echo(f"{report.lines} results read: {report.stored} answers stored, {report.already} already cached"
+               + (f", {left} not answered ({causes}): a following score asks them" if left else ""), err=True)
 
 
 # ----------------------------------------------------------------------------- cache

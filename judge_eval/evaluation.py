@@ -12,7 +12,9 @@ The CLI's ``judge-eval score`` only parses arguments and calls this function.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,9 +34,9 @@ from judge_eval.metrics.labelled import check_ks
 from judge_eval.metrics.missing import MissingReason
 from judge_eval.metrics.stats import aggregate
 from judge_eval.metrics.trust import trust
-from judge_eval.plan import plan_tasks
+from judge_eval.plan import Plan, plan_tasks
 from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings
-from judge_eval.run import Budget, Pricing, Runner, run_plan
+from judge_eval.run import Budget, Pricing, Runner, batch_specs, run_plan
 
 PathLike = str | os.PathLike
 
@@ -64,6 +66,8 @@ def make_judge(
     timeout: float = 60.0,
     judge_id: str | None = None,
     prompts: PromptSelection = None,
+    reasoning_effort: str | None = None,
+    api_version: str | None = None,
 ) -> Judge:
     """Build a judge from a name (or return the one given).
 
@@ -76,8 +80,10 @@ def make_judge(
     configure one or use the offline judge. ``judge_id`` replaces the judge identity recorded in
     results and cache keys (default ``openai:<host>/<model>``, the same for any port; see
     docs/judge.md). ``prompts`` selects prompt versions
-    (:func:`~judge_eval.judge.prompts.select_prompts`). A judge that caches opens and checks the
-    cache file here, before any call is paid for.
+    (:func:`~judge_eval.judge.prompts.select_prompts`). ``reasoning_effort``: sent to reasoning
+    models (part of the cache key). ``api_version``: Azure OpenAI's deployment URLs (see
+    docs/judge.md). A judge that caches opens and checks the cache file here, before any call is
+    paid for.
     """
     if judge is not None and not isinstance(judge, str):
         own = getattr(judge, "prompts", None)
@@ -94,8 +100,21 @@ def make_judge(
         model=model, base_url=base_url, temperature=temperature, seed=seed, timeout=timeout,
         concurrency=concurrency, judge_id=judge_id, prompts=select_prompts(prompts),
         cache=cache if cache is not None else default_cache_path(), cache_mode=cache_mode,
+        reasoning_effort=reasoning_effort, api_version=api_version,
     )
     return create_judge(judge or "openai", settings)
+
+
+def _batch_mode(judge: Judge, batch: str | None, poll: float, progress: bool) -> Any:
+    """The batch mode of ``--batch`` for ``judge`` (None: none)."""
+    if batch is None:
+        return None
+    if batch != "openai":
+        raise ConfigError(f"unknown batch mode {batch!r}; the one there is: openai", option="--batch")
+    from judge_eval.judge.batch import OpenAIBatch
+
+    return OpenAIBatch(judge, poll=poll, progress=progress,  # type: ignore[arg-type]
+                       notify=lambda message: print(f"batch: {message}", file=sys.stderr, flush=True))
 
 
 # ----------------------------------------------------------------------------- checks
@@ -160,6 +179,10 @@ def evaluate(
     progress: bool = False,
     strict: bool = False,
     no_answer: Sequence[str] = NO_ANSWER_MARKERS,
+    reasoning_effort: str | None = None,
+    api_version: str | None = None,
+    batch: str | None = None,
+    batch_poll: float = 30.0,
 ) -> Results:
     """Score retrieval runs with a judge (and with human labels when there are any).
 
@@ -179,7 +202,13 @@ def evaluate(
     entry-point group ``judge_eval.judges``; see docs/plugins.md), or a
     :class:`~judge_eval.judge.protocol.Judge` instance. ``prompts``: prompt versions, e.g.
     ``{"judge_chunk": "2"}`` or ``["judge_chunk@2"]`` (default: each task's default version);
-    the ids used are recorded in ``Results.prompts``.
+    the ids used are recorded in ``Results.prompts``. ``reasoning_effort``: for reasoning models;
+    ``api_version``: Azure OpenAI's deployment URLs (docs/judge.md).
+
+    ``batch="openai"``: the tasks go through the OpenAI Batch API first (half the price, up to
+    24 h; ``batch_poll`` seconds between looks), into the cache; what a batch does not answer is
+    then asked synchronously. A killed run resumes polling the same batch (docs/judge.md, *Batch
+    mode*).
 
     Only the top ``max(ks)`` chunks of each ranking are judged. Metrics:
 
@@ -204,16 +233,12 @@ def evaluate(
     _check_settings(concurrency=concurrency, samples=samples, timeout=timeout, n_boot=n_boot,
                     useful_grade=useful_grade, judge_relevance=judge_relevance,
                     relevance_threshold=relevance_threshold)
-    depth = ks[-1]
-    ds = prepare_dataset(data, runs, qrels, corpus, columns, strict=strict, no_answer=no_answer)
-    if not ds.runs:
-        raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
-    check_texts(ds, depth)
+    ds, plan = _prepare_plan(data, runs, qrels, corpus, columns, ks, joint, strict, no_answer)
     runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
-                           concurrency=concurrency, timeout=timeout, judge_id=judge_id, prompts=prompts)
-
-    plan = plan_tasks(ds, ks, joint)
+                           concurrency=concurrency, timeout=timeout, judge_id=judge_id, prompts=prompts,
+                           reasoning_effort=reasoning_effort, api_version=api_version)
+    runner_args["batch"] = _batch_mode(judge_obj, batch, batch_poll, progress)
     runner = Runner(judge_obj, **runner_args)  # type: ignore[arg-type]
     try:
         outcome = run_plan(runner, plan)
@@ -274,6 +299,82 @@ def evaluate(
         accounting=outcome.accounting,
         trust=judged_trust,
     )
+
+
+def _prepare_plan(data: PathLike | Dataset, runs: Mapping[str, PathLike | Run] | None, qrels: PathLike | Qrels | None,
+                  corpus: PathLike | None, columns: Mapping[str, str] | None, ks: list[int], joint: bool,
+                  strict: bool, no_answer: Sequence[str]) -> tuple[Dataset, Plan]:
+    """The dataset, checked, and the plan of its unique judge tasks down to ``max(ks)``."""
+    ds = prepare_dataset(data, runs, qrels, corpus, columns, strict=strict, no_answer=no_answer)
+    if not ds.runs:
+        raise InputError("nothing to score: give at least one run (or contexts in the data file)", field="runs")
+    check_texts(ds, ks[-1])
+    return ds, plan_tasks(ds, ks, joint)
+
+
+@dataclass(frozen=True)
+class BatchExport:
+    """What :func:`export_batch` wrote: ``written`` request lines (``batch``: the id recorded in
+    the cache), ``answered`` tasks the cache already holds, and ``waiting`` chunk tasks whose
+    reference is not decomposed yet (import the answers, then export again)."""
+
+    written: int
+    answered: int
+    waiting: int
+    batch: str | None
+
+
+def export_batch(
+    data: PathLike | Dataset,
+    runs: Mapping[str, PathLike | Run] | None = None,
+    qrels: PathLike | Qrels | None = None,
+    *,
+    out: PathLike,
+    corpus: PathLike | None = None,
+    columns: Mapping[str, str] | None = None,
+    judge: Judge | str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    ks: Sequence[int] = (5, 10),
+    cache: PathLike | Any | None = None,
+    cache_mode: CacheMode = "use",
+    samples: int = 1,
+    joint: bool = False,
+    judge_id: str | None = None,
+    prompts: PromptSelection = None,
+    reasoning_effort: str | None = None,
+    api_version: str | None = None,
+    strict: bool = False,
+    no_answer: Sequence[str] = NO_ANSWER_MARKERS,
+) -> BatchExport:
+    """Write the unique judge tasks :func:`evaluate` would ask and the cache does not hold as a
+    batch-request JSONL (OpenAI's batch format, which ``vllm run-batch`` reads) to ``out``, and
+    record them in the cache for ``judge-eval batch import``. Give it the judge options
+    ``evaluate`` will get (model, base URL, judge id, prompts, samples): they make the cache
+    keys. A chunk task needs its reference's statements, so a cold cache takes two rounds:
+    decompositions first, then (after importing their answers) the chunk tasks."""
+    from judge_eval.judge.batch import TaskSpec, cached_value, export_requests, pending_items
+
+    ks = check_ks(ks)
+    _check_settings(concurrency=1, samples=samples, timeout=60.0, n_boot=1, useful_grade=0, judge_relevance=0,
+                    relevance_threshold=1)
+    _, plan = _prepare_plan(data, runs, qrels, corpus, columns, ks, joint, strict, no_answer)
+    judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
+                           judge_id=judge_id, prompts=prompts, reasoning_effort=reasoning_effort,
+                           api_version=api_version)
+    specs = batch_specs(plan, samples)
+    statements = {}
+    for spec in specs:
+        value = cached_value(judge_obj, spec)  # type: ignore[arg-type]
+        if value is not None:
+            statements[spec.inputs["reference"]] = value.statements
+    chunk_specs = batch_specs(plan, samples, statements)
+    waiting = (len(plan.chunk_tasks) + len(plan.joint_tasks)) * samples - len(chunk_specs)
+    every: list[TaskSpec] = [*specs, *chunk_specs]
+    pending = len(pending_items(judge_obj, every))  # type: ignore[arg-type]
+    written = export_requests(judge_obj, every, out)  # type: ignore[arg-type]
+    return BatchExport(written=written.written, answered=len(every) - pending, waiting=waiting,
+                       batch=written.batch)
 
 
 def _order_rows(frame: pd.DataFrame, ds: Dataset) -> pd.DataFrame:
