@@ -200,3 +200,11 @@ def test_waiting_for_a_lock_then_giving_up_names_the_file(tmp_path: Path) -> Non
     assert [a["id"] for a in h.audits()] == ["earlier"]
     h.record(*make("later"))
     assert sorted(a["id"] for a in h.audits()) == ["earlier", "later"]
+
+
+def test_newest_means_recorded_last_even_within_the_same_second(tmp_path: Path) -> None:
+    h = History(tmp_path / "h.sqlite", create=True)
+    for audit_id in ("Z", "A"):  # same start time; an order by id would put Z first
+        h.record(*make(audit_id, started="2025-01-01T00:00:00Z"))
+    assert [a["id"] for a in h.audits()] == ["A", "Z"]
+    assert list(dict.fromkeys(h.trend("m1")["audit_id"])) == ["Z", "A"]  # oldest first

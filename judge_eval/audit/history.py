@@ -58,7 +58,6 @@ CREATE TABLE IF NOT EXISTS audits(
     baseline TEXT NOT NULL,
     document TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS audits_started ON audits(started);
 CREATE TABLE IF NOT EXISTS run_metrics(
     audit_id TEXT NOT NULL REFERENCES audits(id),
     run TEXT NOT NULL,
@@ -251,13 +250,13 @@ class History:
     # -- reading ---------------------------------------------------------------------------
 
     def audits(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """Every audit, newest first: id, started, finished, verdict, exit_code, config_hash,
+        """Every audit, newest (last recorded) first: id, started, finished, verdict, exit_code, config_hash,
         dataset_fingerprint, questions_fingerprint, judge_identity, prompts, settings,
         package_version, baseline (lists and dicts decoded)."""
         with self._read("listing audits") as db:
             cur = db.execute("SELECT id, started, finished, verdict, exit_code, config_hash, dataset_fingerprint, "
                              "questions_fingerprint, judge_identity, prompts, settings, package_version, baseline "
-                             "FROM audits ORDER BY started DESC, id DESC" + (f" LIMIT {int(limit)}" if limit else ""))
+                             "FROM audits ORDER BY rowid DESC" + (f" LIMIT {int(limit)}" if limit else ""))
             names = [d[0] for d in cur.description]
             rows = [dict(zip(names, r)) for r in cur.fetchall()]
         for r in rows:
@@ -305,7 +304,7 @@ class History:
         with self._read("reading a trend") as db:
             sql = ("SELECT a.id, a.started, a.verdict, m.run, m.value, m.ci_low, m.ci_high, m.n FROM run_metrics m "
                    "JOIN audits a ON a.id = m.audit_id WHERE m.metric = ?" + (" AND m.run = ?" if run else "")
-                   + " ORDER BY a.started DESC, a.id DESC, m.run")
+                   + " ORDER BY a.rowid DESC, m.run")
             rows = db.execute(sql, (metric, run) if run else (metric,)).fetchall()
             known = [r[0] for r in db.execute("SELECT DISTINCT metric FROM run_metrics ORDER BY metric")]
             runs = [r[0] for r in db.execute("SELECT DISTINCT run FROM run_metrics ORDER BY run")]
@@ -328,7 +327,7 @@ class History:
         """The newest audit that judged a canary, and its items."""
         with self._read("reading the last canary") as db:
             row = db.execute("SELECT a.id FROM audits a WHERE EXISTS (SELECT 1 FROM canary_items c "
-                             "WHERE c.audit_id = a.id) ORDER BY a.started DESC, a.id DESC LIMIT 1").fetchone()
+                             "WHERE c.audit_id = a.id) ORDER BY a.rowid DESC LIMIT 1").fetchone()
             if row is None:
                 return None, []
             items = db.execute("SELECT question_id, chunk_id, human_grade, judge_grade, error FROM canary_items "

@@ -265,12 +265,10 @@ def _trend_rows(history: History, doc: dict[str, Any], metrics: list[str]) -> li
     mine = (doc["judge"]["identity"], doc["prompts"], doc["dataset"].get("questions_fingerprint"))
     keep = {a["id"] for a in history.audits()
             if (a["judge_identity"], a["prompts"], a["questions_fingerprint"]) == mine}
-    rows: list[tuple[tuple[str, str], dict[str, Any]]] = []
+    rows: list[dict[str, Any]] = []
     for metric in metrics:
-        frame = history.trend(metric)
-        for r in frame[frame["audit_id"].isin(keep)].itertuples(index=False):
-            rows.append(((r.started, r.audit_id), {"audit": r.started, "run": r.run, "metric": metric,
-                                                   "value": _clean(r.value), "ci_low": _clean(r.ci_low),
-                                                   "ci_high": _clean(r.ci_high)}))
-    rows.sort(key=lambda t: t[0])
-    return [row for _, row in rows]
+        frame = history.trend(metric)  # oldest first
+        rows += [{"audit": r.started, "run": r.run, "metric": metric, "value": _clean(r.value),
+                  "ci_low": _clean(r.ci_low), "ci_high": _clean(r.ci_high)}
+                 for r in frame[frame["audit_id"].isin(keep)].itertuples(index=False)]
+    return rows
