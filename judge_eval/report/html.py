@@ -236,11 +236,16 @@ def _header(title: str, info: dict[str, Any], extra: list[str] | None = None) ->
 
 
 def accounting(a: dict[str, Any]) -> str:
-    parts = [f"tasks {a.get('tasks')}", f"calls {a.get('calls')}", f"cache hits {a.get('cache_hits')}",
-             f"tokens {a.get('total_tokens')}", f"cost ${float(a.get('cost_usd') or 0):.4f}",
-             f"errors {a.get('errors')}", f"unverified evidence {a.get('unverified_evidence')}"]
-    if a.get("skipped"):
-        parts.append(f"skipped (budget) {a['skipped']}")
+    """The judge's work in one line (the keys of ``summary.json``'s ``accounting`` that are set)."""
+    names = [("tasks", "tasks"), ("calls", "calls"), ("cache_hits", "cache hits"), ("total_tokens", "tokens"),
+             ("cost_usd", "cost"), ("errors", "errors"), ("unverified_evidence", "unverified evidence"),
+             ("skipped", "skipped (budget)")]
+    parts = []
+    for key, label in names:
+        value = a.get(key)
+        if value is None or (key == "skipped" and not value):
+            continue
+        parts.append(f"{label} ${float(value):.4f}" if key == "cost_usd" else f"{label} {value}")
     return ", ".join(parts)
 
 
@@ -459,7 +464,8 @@ def _checks_section(page: Page, doc: dict[str, Any]) -> None:
     gate = doc.get("gate") or {}
     if gate:
         body += (f"<p class='muted'>A regression: a drop larger than allowed with Holm-corrected p \u2264 "
-                 f"{esc(gate.get('alpha'))} ({esc(gate.get('family_size'))} tests), or a value below its floor.</p>")
+                 f"{esc(gate.get('alpha'))} (Holm over {esc(gate.get('family_size'))} checks), "
+                 "or a value below its floor.</p>")
     page.section("checks", "Checks against the baseline", body)
 
 
