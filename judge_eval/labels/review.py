@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from judge_eval.labels.propose import Proposals
+from judge_eval.report.html import script_json
 
 __all__ = ["review_page"]
 
@@ -31,15 +31,6 @@ PAGE_FIELDS = ("id", "question_id", "chunk_id", "chunk_text", "runs", "proposed_
 
 def _asset(name: str) -> str:
     return resources.files("judge_eval.labels").joinpath("page").joinpath(name).read_text(encoding="utf-8")
-
-
-def _script_json(value: Any) -> str:
-    """JSON that is safe inside ``<script type="application/json">``: every ``<``, ``>`` and
-    ``&`` escaped, as are the line separators JavaScript once treated as newlines."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
-        text = text.replace(ch, esc)
-    return text
 
 
 def review_page(p: Proposals, *, download_name: str = "reviewed.jsonl") -> str:
@@ -59,4 +50,4 @@ def review_page(p: Proposals, *, download_name: str = "reviewed.jsonl") -> str:
     # the data last: it is the only part that may contain the placeholders' text
     page = page.replace("__TITLE__", html.escape(title)).replace("/*STYLE*/", _asset("review.css"))
     page = page.replace("/*SCRIPT*/", _asset("review.js"))
-    return page.replace("__DATA__", _script_json(data))
+    return page.replace("__DATA__", script_json(data))
