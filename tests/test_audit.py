@@ -509,3 +509,35 @@ def test_audit_init_writes_a_config_that_loads_once_its_files_exist(tmp_path: Pa
     assert cfg.floors == {"context_recall@10": 0.4}
     assert cfg.max_drops == dict.fromkeys(cfg.check, 0.02)
     assert cfg.history == tmp_path / "audit-history.sqlite"
+
+
+def test_a_human_labelled_subset_adds_agreement_corrected_estimates_and_human_checks(tmp_path: Path):
+    from judge_eval.evaluation import evaluate
+
+    config = tmp_path / "audit.toml"
+    config.write_text(f'''
+[dataset]
+data = "{MINI / 'questions.jsonl'}"
+corpus = "{MINI / 'corpus.jsonl'}"
+[runs.dense]
+file = "{MINI / 'runs' / 'dense.trec'}"
+[judge]
+name = "offline"
+[metrics]
+ks = [5, 10]
+check = ["context_recall@10", "recall@10"]
+[thresholds]
+default_max_drop = 0.05
+[labels]
+qrels = "{MINI / 'qrels.txt'}"
+''')
+    audit = run_audit(config)
+    assert audit.exit_code == 0
+    doc = audit.document
+    direct = evaluate(MINI / "questions.jsonl", {"dense": MINI / "runs" / "dense.trec"}, MINI / "qrels.txt",
+                      corpus=MINI / "corpus.jsonl", judge="offline", ks=(5, 10))
+    assert doc["trust"] == json.loads(json.dumps(direct.trust.to_dict(), allow_nan=True).replace("NaN", "null"))
+    human = next(c for c in doc["checks"] if c["metric"] == "recall@10")
+    want = direct.summary.set_index(["run", "measure"]).loc[("dense", "recall@10")]
+    assert human["value"] == pytest.approx(want["mean"]) and human["n"] == want["n"]
+    assert "kappa" in (audit.folder / "report.md").read_text().lower()  # the agreement reaches the report
