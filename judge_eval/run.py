@@ -330,11 +330,11 @@ class Runner:
         acct = out.accounting
         acct.tasks = len(references) + len(chunk_tasks) + len(joint_tasks)
         gate = asyncio.Semaphore(self.concurrency)
+        if self.batch is not None:
+            await self._prefetch(plan, acct)
         bar = _Progress(acct.tasks, self.progress, acct)
 
         fatal: list[JudgeCallError] = []
-        if self.batch is not None:
-            await self._prefetch(plan, acct)
 
         async def call(make):
             """Run one judge call under the gate, or return a Failure (budget / error)."""

@@ -443,6 +443,9 @@ class OpenAIBatch:
             return
         report.sync_calls += resp.calls
         report.sync_usage = report.sync_usage + resp.usage
+        if not resp.cache_hit:  # paid here: the run must not count it as a cache hit
+            request = self.core.request(self.core.prompts[spec.task], spec.inputs, spec.sample)
+            self.core.batch_answered.add(cache_key(self.core.key_request(request)))
 
     async def _complete(self, row: dict[str, Any], report: BatchReport, *, resumed: bool) -> None:
         """Upload, create (each step recorded at once), poll and collect one batch."""

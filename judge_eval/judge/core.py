@@ -178,8 +178,9 @@ class JudgeCore:
         self.decoding = decoding if decoding is not None else Decoding()
         self.namespace = namespace
         self.identity: str = namespace or transport.identity
-        #: keys a batch answered in this process (judge_eval.judge.batch): their first use is
-        #: reported as neither a call nor a cache hit (the batch accounts for them)
+        #: keys batch mode answered in this process (judge_eval.judge.batch: the batch, or its
+        #: probe): their first use is reported as neither a call nor a cache hit (batch mode
+        #: accounts for them)
         self.batch_answered: set[str] = set()
 
     def __repr__(self) -> str:

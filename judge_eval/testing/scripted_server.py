@@ -100,6 +100,7 @@ import math
 import re
 import select
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -356,6 +357,11 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
     owner: ScriptedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (killed, timed out) is not an error of the server."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
