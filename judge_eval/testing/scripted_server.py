@@ -17,10 +17,15 @@ table, so the judge client is exercised through the real ``openai`` client and r
 
 Endpoints
 ---------
-``POST /v1/chat/completions`` (also ``/chat/completions``) and ``GET /v1/models``
-(also ``/models``). Answers have the exact OpenAI shape; token counts are estimated as
-``ceil(chars / 4)`` (prompt: the characters of all message contents; completion: of the
-answer content).
+``POST /v1/chat/completions`` (also ``/chat/completions`` and Azure's
+``/openai/deployments/<name>/chat/completions``; the log records ``query`` and ``deployment``)
+and ``GET /v1/models`` (also ``/models``). The files and batches endpoints (``POST /v1/files``,
+``GET /v1/files/{id}[/content]``, ``POST /v1/batches``, ``GET /v1/batches[/{id}]``,
+``POST /v1/batches/{id}/cancel``; also under ``/openai/``) run a batch's lines through the same
+answers at its polls (see :meth:`ScriptedServer._poll_batch`); :meth:`ScriptedServer.run_batch_file`
+answers a request file offline as ``vllm run-batch`` does. Answers have the exact OpenAI shape;
+token counts are estimated as ``ceil(chars / 4)`` (prompt: the characters of all message
+contents; completion: of the answer content).
 
 Recognising prompts
 -------------------
@@ -501,6 +506,18 @@ class ScriptedServer:
     given, requests without ``Authorization: Bearer <api_key>`` get a 401); ``port`` (0 = any
     free port); ``hold_after`` (answer only that many chat requests, then hold every further one
     unanswered until :meth:`release` or shutdown: lets a test kill a client at a known point).
+    An ``api_key`` may also come as Azure's ``api-key`` header.
+
+    Reasoning models: ``reasoning_model`` (refuse ``max_tokens``, a ``temperature`` or ``top_p``
+    other than 1, one per 400 in OpenAI's words; a model that is not one refuses
+    ``reasoning_effort``), ``refuse_params`` (refuse only these of them), ``reasoning_tokens``
+    (reported in ``completion_tokens_details`` and added to ``completion_tokens``).
+
+    Batches: ``batch_outcome`` (``complete``; ``expire``: the second half of the lines unfinished;
+    ``fail``: the whole batch at validation), ``batch_hold`` (a batch stays ``in_progress`` until
+    :meth:`release_batches`). ``batches``, ``files``, ``api_requests`` (every files/batches
+    request), ``batch_served`` (messages key -> batch lines answered) and ``batch_usage`` count
+    what batches did, apart from the chat counters.
     """
 
     def __init__(
