@@ -141,6 +141,8 @@ __all__ = [
     "ResponseCache",
     "cache_key",
     "canonical_json",
+    "json_object_line",
+    "read_text_file",
 ]
 
 
@@ -228,6 +230,38 @@ def _owner_alive(owner: str) -> bool:
     except OSError:  # PermissionError: alive, another user's
         return True
     return True
+
+
+def json_object_line(line: str, lineno: int, path: str | None, what: str = "") -> dict[str, Any]:
+    """The JSON object on line ``lineno`` of a JSONL file; an InputError naming the file and line
+    when it is not JSON or not an object (``what`` says what the line should be)."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=lineno) from None
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object{what}", path=path, line=lineno)
+    return obj
+
+
+def read_text_file(path: str | Path) -> str:
+    """The UTF-8 text of ``path``; an InputError naming it when it is missing or not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason})", path=str(path)) from None
+
+
+def _where(sql: str, conditions: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``sql`` (ending in a WHERE clause) with ``AND column = ?`` for each condition not None."""
+    args = []
+    for column, value in conditions.items():
+        if value is not None:
+            sql += f" AND {column} = ?"
+            args.append(value)
+    return sql, args
 
 
 def _find_secret_field(value: Any) -> str | None:
@@ -923,14 +957,8 @@ class ResponseCache:
                 open_only: bool = False) -> list[dict[str, Any]]:
         """Batch rows (dicts of :data:`BATCH_COLUMNS`, ``counts`` decoded), oldest first;
         ``open_only``: those not done or failed."""
-        sql = f"SELECT {', '.join(BATCH_COLUMNS)} FROM batches WHERE 1 = 1"
-        args: list[Any] = []
-        if kind is not None:
-            sql += " AND kind = ?"
-            args.append(kind)
-        if endpoint is not None:
-            sql += " AND endpoint = ?"
-            args.append(endpoint)
+        sql, args = _where(f"SELECT {', '.join(BATCH_COLUMNS)} FROM batches WHERE 1 = 1",
+                           {"kind": kind, "endpoint": endpoint})
         if open_only:
             sql += f" AND state NOT IN ({', '.join('?' for _ in BATCH_FINAL)})"
             args.extend(BATCH_FINAL)
@@ -948,18 +976,9 @@ class ResponseCache:
                     state: str | None = None) -> list[dict[str, Any]]:
         """Items of one batch, or every item recorded for ``key`` (newest batch first), optionally
         only those in ``state``; ``request``, ``inputs`` and ``body`` decoded."""
-        sql = ("SELECT i.batch, i.key, i.identity, i.prompt, i.request, i.inputs, i.body, i.state "
-               "FROM batch_items i JOIN batches b ON b.id = i.batch WHERE 1 = 1")
-        args: list[Any] = []
-        if batch_id is not None:
-            sql += " AND i.batch = ?"
-            args.append(batch_id)
-        if key is not None:
-            sql += " AND i.key = ?"
-            args.append(key)
-        if state is not None:
-            sql += " AND i.state = ?"
-            args.append(state)
+        sql, args = _where("SELECT i.batch, i.key, i.identity, i.prompt, i.request, i.inputs, i.body, i.state "
+                           "FROM batch_items i JOIN batches b ON b.id = i.batch WHERE 1 = 1",
+                           {"i.batch": batch_id, "i.key": key, "i.state": state})
         sql += " ORDER BY b.created DESC, i.batch, i.rowid"
         with self._locked() as db:
             rows = db.execute(sql, args).fetchall()
@@ -1070,12 +1089,7 @@ class ResponseCache:
         path: str | None
         if isinstance(src, (str, Path)):
             path = str(src)
-            try:
-                text = Path(src).read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise InputError("file not found", path=path) from None
-            except UnicodeDecodeError as exc:
-                raise InputError(f"not UTF-8 text ({exc.reason})", path=path) from None
+            text = read_text_file(src)
         else:
             path = getattr(src, "name", None)
             text = src.read()
@@ -1097,12 +1111,7 @@ class ResponseCache:
         def bad(msg: str, fld: str | None = None) -> InputError:
             return InputError(msg, path=path, line=lineno, field=fld)
 
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise bad(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise bad("expected a JSON object")
+        obj = json_object_line(line, lineno, path)
         for name in ("key", "identity", "prompt"):
             if not isinstance(obj.get(name), str) or not obj[name]:
                 raise bad("missing or not a non-empty string", name)

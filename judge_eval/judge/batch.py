@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_eval.atomic import write_text
-from judge_eval.cache import ResponseCache, cache_key
+from judge_eval.cache import ResponseCache, cache_key, json_object_line, read_text_file
 from judge_eval.errors import ConfigError, InputError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.core import JudgeCore
 from judge_eval.judge.openai_judge import OpenAITransport, completion_text, usage_of
@@ -207,12 +207,7 @@ def _parse_result(text: str, lineno: int, path: str | None) -> _Result:
     def bad(msg: str, fld: str | None = None) -> InputError:
         return InputError(msg, path=path, line=lineno, field=fld)
 
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise bad(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    if not isinstance(obj, dict):
-        raise bad("expected a JSON object (a batch result line)")
+    obj = json_object_line(text, lineno, path, " (a batch result line)")
     custom_id = obj.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id:
         raise bad("missing or not a non-empty string", "custom_id")
@@ -351,12 +346,7 @@ def import_results(cache: ResponseCache, src: str | Path) -> ImportReport:
     answers that validate are stored in one transaction; failed requests and invalid answers are
     counted in ``not_answered`` and stay pending (a following ``score`` asks them)."""
     path = str(src)
-    try:
-        text = Path(src).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("file not found", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text ({exc.reason})", path=path) from None
+    text = read_text_file(src)
     if cache.mode not in ("use", "refresh"):
         raise ConfigError(f"batch import writes to the cache; its mode is {cache.mode}", option="--cache-mode")
     results = _parse_results(text, path)
