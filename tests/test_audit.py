@@ -514,23 +514,13 @@ def test_audit_init_writes_a_config_that_loads_once_its_files_exist(tmp_path: Pa
 def test_a_human_labelled_subset_adds_agreement_corrected_estimates_and_human_checks(tmp_path: Path):
     from judge_eval.evaluation import evaluate
 
+    from test_audit_config import GOOD  # the offline judge, one run (dense)
+
     config = tmp_path / "audit.toml"
-    config.write_text(f'''
-[dataset]
-data = "{MINI / 'questions.jsonl'}"
-corpus = "{MINI / 'corpus.jsonl'}"
-[runs.dense]
-file = "{MINI / 'runs' / 'dense.trec'}"
-[judge]
-name = "offline"
-[metrics]
-ks = [5, 10]
-check = ["context_recall@10", "recall@10"]
-[thresholds]
-default_max_drop = 0.05
-[labels]
-qrels = "{MINI / 'qrels.txt'}"
-''')
+    config.write_text(GOOD.replace('check = ["context_recall@10", "judge_ndcg@10"]',
+                                   'check = ["context_recall@10", "recall@10"]')
+                      .replace('"judge_ndcg@10" = 0.05', '"recall@10" = 0.05')
+                      + '[labels]\nqrels = "%s"\n' % (MINI / "qrels.txt"))
     audit = run_audit(config)
     assert audit.exit_code == 0
     doc = audit.document
