@@ -19,6 +19,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def _commands(group: click.Group, prefix: str = "judge-eval"):
     for name, cmd in group.commands.items():
         if isinstance(cmd, click.Group):
+            if any(isinstance(p, click.Option) and p.name != "help" for p in cmd.params):
+                yield f"{prefix} {name}", cmd  # a group that runs on its own (judge-eval audit --config)
             yield from _commands(cmd, f"{prefix} {name}")
         else:
             yield f"{prefix} {name}", cmd

@@ -14,7 +14,12 @@ import hashlib
 import json
 import math
 import re
-import tomllib
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any

@@ -27,7 +27,7 @@ from judge_eval.audit.config import AuditConfig, RunSpec, load_config
 from judge_eval.audit.gate import Baseline, baseline_values, choose_baseline, run_gate, signature
 from judge_eval.audit.history import History, HistoryError
 from judge_eval.errors import ConfigError, ExitCode, InputError
-from judge_eval.report.folder import RESULT_FILES, _clean, write_results
+from judge_eval.report.folder import RESULT_FILES, json_ready, write_results
 from judge_eval.results import Results
 
 __all__ = ["AUDIT_FILES", "Audit", "run_audit"]
@@ -218,7 +218,7 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
         "files": {"results": [f for f in RESULT_FILES if not f.startswith("report.")], "report_md": "report.md",
                   "report_html": "report.html"},
     }
-    doc = _clean(doc)
+    doc = json_ready(doc)
     from judge_eval.audit.report import headline
 
     doc["headline"] = headline(doc)
@@ -261,14 +261,14 @@ def write_reports(doc: dict[str, Any], folder: Path, *, baseline_folder: Path | 
 def _trend_rows(history: History, doc: dict[str, Any], metrics: list[str]) -> list[dict[str, Any]]:
     """The checked metrics in every recorded audit comparable with ``doc`` (same judge, prompts,
     test set), oldest first: rows ``{audit, run, metric, value, ci_low, ci_high}`` (``audit`` is
-    its start time), as the HTML report's trend wants them."""
+    its id: two audits can start in the same second), as the HTML report's trend wants them."""
     mine = (doc["judge"]["identity"], doc["prompts"], doc["dataset"].get("questions_fingerprint"))
     keep = {a["id"] for a in history.audits()
             if (a["judge_identity"], a["prompts"], a["questions_fingerprint"]) == mine}
     rows: list[dict[str, Any]] = []
     for metric in metrics:
         frame = history.trend(metric)  # oldest first
-        rows += [{"audit": r.started, "run": r.run, "metric": metric, "value": _clean(r.value),
-                  "ci_low": _clean(r.ci_low), "ci_high": _clean(r.ci_high)}
+        rows += [{"audit": r.audit_id, "run": r.run, "metric": metric, "value": json_ready(r.value),
+                  "ci_low": json_ready(r.ci_low), "ci_high": json_ready(r.ci_high)}
                  for r in frame[frame["audit_id"].isin(keep)].itertuples(index=False)]
     return rows

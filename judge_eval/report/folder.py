@@ -34,22 +34,23 @@ if TYPE_CHECKING:
     from judge_eval.results import Results
 
 
-def _clean(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
+    """``value`` with NaN as None and numpy scalars as Python numbers, recursively."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_ready(v) for v in value]
     if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
+        return json_ready(value.item())
     return value
 
 
 def _jsonl(path: Path, rows: list[dict]) -> None:
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps(_clean(row), ensure_ascii=False) + "\n")
+            fh.write(json.dumps(json_ready(row), ensure_ascii=False) + "\n")
 
 
 def report_markdown(results: Results) -> str:
@@ -88,7 +89,7 @@ def write_results(results: Results, out_dir: str | os.PathLike[str], *, force: b
 
     def fill(tmp: Path) -> None:
         summary = {"summary": records(results.summary), **results.info}
-        (tmp / "summary.json").write_text(json.dumps(_clean(summary), indent=2, ensure_ascii=False) + "\n", "utf-8")
+        (tmp / "summary.json").write_text(json.dumps(json_ready(summary), indent=2, ensure_ascii=False) + "\n", "utf-8")
         results.per_question.to_csv(tmp / "per_question.csv", index=False)
         results.missing.to_csv(tmp / "missing.csv", index=False)
         _jsonl(tmp / "verdicts.jsonl", results.verdicts.to_dict(orient="records"))

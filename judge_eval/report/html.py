@@ -472,7 +472,7 @@ def _checks_section(page: Page, doc: dict[str, Any]) -> None:
 def _trend_section(page: Page, doc: dict[str, Any], history: list[dict[str, Any]] | None) -> None:
     checks = [c for c in doc.get("checks") or [] if isinstance(c, dict)]
     rows = [dict(r) for r in history or []]
-    current = str(doc.get("started") or doc.get("id") or "this audit")
+    current = str(doc.get("id") or doc.get("started") or "this audit")
     if not any(str(r.get("audit")) == current for r in rows):
         rows += [{"audit": current, "run": c.get("run"), "metric": c.get("metric"), "value": c.get("value"),
                   "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high")} for c in checks]

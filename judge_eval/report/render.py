@@ -107,7 +107,7 @@ def audit_history(folder: str | os.PathLike[str], doc: dict[str, Any]) -> list[d
     for d in docs:
         for c in d.get("checks") or []:
             if (c.get("run"), c.get("metric")) in wanted and c.get("value") is not None:
-                rows.append({"audit": str(d.get("started") or d.get("id")), "run": c.get("run"),
+                rows.append({"audit": str(d.get("id") or d.get("started")), "run": c.get("run"),
                              "metric": c.get("metric"), "value": c.get("value"), "ci_low": c.get("ci_low"),
                              "ci_high": c.get("ci_high")})
     return rows
