@@ -19,52 +19,19 @@ import time
 from pathlib import Path
 
 import pytest
+from browser_helpers import chrome
 
 from judge_eval.labels import import_reviews, write_review_page
 
 DATA = Path(__file__).parent / "data" / "labels"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-
-def _missing() -> str | None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "the selenium package (pip install -e '.[test]')"
-    if not CHROMIUM or not CHROMEDRIVER:
-        return "chromium and chromedriver (apt-get install chromium chromium-driver)"
-    return None
-
-
 @pytest.fixture
 def browser(tmp_path: Path):
-    missing = _missing()
-    if missing:
-        if os.environ.get("JUDGE_EVAL_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"JUDGE_EVAL_REQUIRE_BROWSER=1 but {missing} is missing")
-        pytest.skip(f"needs {missing}")
-    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not fetch anything
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     downloads = tmp_path / "downloads"
     downloads.mkdir()
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM  # type: ignore[assignment]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,800", f"--user-data-dir={tmp_path / 'profile'}", "--no-first-run"):
-        opts.add_argument(arg)
-    opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
-                                           "download.prompt_for_download": False})
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    driver.set_window_size(1280, 800)
-    driver.downloads = downloads  # type: ignore[attr-defined]
-    try:
+    prefs = {"download.default_directory": str(downloads), "download.prompt_for_download": False}
+    with chrome(tmp_path / "profile", prefs=prefs) as driver:
+        driver.downloads = downloads
         yield driver
-    finally:
-        driver.quit()
 
 
 def _open(driver, page: Path) -> None:
