@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from judge_eval.data.load import DataWarning, load_qrels, load_run
+from judge_eval.data.columns import QrelsColumns, RunColumns
+from judge_eval.data.load import DataWarning, load_qrels_columns, load_run_columns
 from judge_eval.data.models import Qrels, Run
 from judge_eval.errors import InputError
 from judge_eval.metrics.evaluate_labelled import evaluate_runs, labelled_questions
@@ -35,7 +36,9 @@ class LabelledResults:
     per_question: pd.DataFrame
 
 
-def check_overlap(qrels: Qrels, runs: Mapping[str, Run], qrels_path: PathLike | None = None) -> None:
+def check_overlap(
+    qrels: Qrels | QrelsColumns, runs: Mapping[str, Run | RunColumns], qrels_path: PathLike | None = None
+) -> None:
     """Runs and labels must share question ids.
 
     None shared by any run: an :class:`InputError` (almost always the qrels of another dataset,
@@ -45,10 +48,10 @@ def check_overlap(qrels: Qrels, runs: Mapping[str, Run], qrels_path: PathLike | 
     labelled = labelled_questions(qrels)
     if not labelled:
         return
-    shared = {name: sum(1 for q in labelled if q in run.rankings) for name, run in runs.items()}
+    shared = {name: len(set(labelled).intersection(run.question_ids())) for name, run in runs.items()}
     if runs and not any(shared.values()):
         first = next(iter(runs.values()))
-        example = next(iter(first.rankings), None)
+        example = next(iter(first.question_ids()), None)
         origin = first.origin(example) if example is not None else None
         where = f" ({origin[0]} line {origin[1]})" if origin else ""
         raise InputError(
@@ -68,8 +71,8 @@ def check_overlap(qrels: Qrels, runs: Mapping[str, Run], qrels_path: PathLike | 
 
 
 def evaluate_labelled(
-    qrels: PathLike | Qrels,
-    runs: Mapping[str, PathLike | Run],
+    qrels: PathLike | Qrels | QrelsColumns,
+    runs: Mapping[str, PathLike | Run | RunColumns],
     *,
     measures: str | Iterable[str] | None = "hit_rate,precision,recall,mrr,ndcg",
     ks: Sequence[int] = (1, 3, 5, 10),
@@ -78,18 +81,26 @@ def evaluate_labelled(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> LabelledResults:
-    """Labelled metrics for ``runs`` (name -> run file or :class:`Run`) against ``qrels`` (a
-    file or :class:`Qrels`), as ``judge-eval metrics`` prints them.
+    """Labelled metrics for ``runs`` (name -> run file, :class:`Run` or :class:`RunColumns`)
+    against ``qrels`` (a file, :class:`Qrels` or :class:`QrelsColumns`), as ``judge-eval
+    metrics`` prints them. Files are loaded as columns (:mod:`judge_eval.data.columns`): a
+    1M-line TREC run takes about a second and 100 MB.
 
     Every question with at least one label counts; a run without a ranking for it scores an
     empty ranking (trec_eval -c) and a warning says how many. Undefined values (recall with no
     relevant label...) are NaN, left out of the mean and counted in ``n_missing``.
     """
     k_list = check_ks(ks)
-    labels = qrels if isinstance(qrels, Qrels) else load_qrels(qrels, columns=columns)
-    loaded = {name: r if isinstance(r, Run) else load_run(r, name, columns=columns) for name, r in runs.items()}
+    if isinstance(qrels, (Qrels, QrelsColumns)):
+        labels, qrels_path = qrels, None
+    else:
+        labels, qrels_path = load_qrels_columns(qrels, columns=columns), qrels
+    loaded = {
+        name: r if isinstance(r, (Run, RunColumns)) else load_run_columns(r, name, columns=columns)
+        for name, r in runs.items()
+    }
     if not loaded:
         raise InputError("give at least one run", field="runs")
-    check_overlap(labels, loaded, None if isinstance(qrels, Qrels) else qrels)
+    check_overlap(labels, loaded, qrels_path)
     frame = evaluate_runs(loaded, labels, measures=measures, ks=k_list, threshold=threshold)
     return LabelledResults(summary=aggregate(frame, by=["run"], n_boot=n_boot, seed=seed), per_question=frame)

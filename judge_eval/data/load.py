@@ -21,6 +21,7 @@ from contextlib import closing
 from pathlib import Path
 
 from judge_eval.data._io import PathLike, first_line, iter_json_records
+from judge_eval.data.columns import QrelsColumns, RunColumns, read_trec_qrels_columns, read_trec_run_columns
 from judge_eval.data.jsonl import read_qrels_jsonl, read_questions_jsonl, read_run_jsonl
 from judge_eval.data.models import Dataset, Qrels, Question, Run
 from judge_eval.data.ragas import read_ragas
@@ -152,6 +153,30 @@ def load_qrels(path: PathLike, *, format: str | None = None, columns: Mapping[st
     if fmt == "table":
         return read_qrels_table(path, columns)
     return read_qrels_jsonl(path)
+
+
+def load_run_columns(
+    path: PathLike, name: str | None = None, *, format: str | None = None, columns: Mapping[str, str] | None = None
+) -> RunColumns:
+    """Load one run as columns (:class:`~judge_eval.data.columns.RunColumns`: ids and scores,
+    no texts), for labelled metrics: the same run as ``RunColumns.from_run(load_run(...))``,
+    with the same errors; a TREC run is read without an object per line."""
+    fmt = _format(path, "run", format, columns)
+    if fmt == "trec":
+        return read_trec_run_columns(path, name or Path(path).stem)
+    return RunColumns.from_run(_load_run(path, name, fmt, None, columns)[0])
+
+
+def load_qrels_columns(
+    path: PathLike, *, format: str | None = None, columns: Mapping[str, str] | None = None
+) -> QrelsColumns:
+    """Load human labels as columns (:class:`~judge_eval.data.columns.QrelsColumns`): the same
+    labels as ``QrelsColumns.from_qrels(load_qrels(...))``, with the same errors; TREC qrels
+    are read without an object per line."""
+    fmt = _format(path, "qrels", format, columns)
+    if fmt == "trec":
+        return read_trec_qrels_columns(path)
+    return QrelsColumns.from_qrels(load_qrels(path, format=fmt, columns=columns))
 
 
 def _load_data(

@@ -102,6 +102,10 @@ class Run(BaseModel):
                 seen.add(chunk.id)
         return self
 
+    def question_ids(self) -> list[str]:
+        """The questions the run ranks, in order."""
+        return list(self.rankings)
+
     def ranked_ids(self, qid: str) -> list[str]:
         """The chunk ids for ``qid`` in rank order (empty if the run has no ranking for it)."""
         return [c.id for c in self.rankings.get(qid, [])]
