@@ -7,6 +7,7 @@
   ``-l1``/``-l2`` for the threshold. ranx is run in a subprocess with ``NUMBA_DISABLE_JIT=1``:
   the same Python source, without a ~30 s numba compile on a fresh machine.
 * ir_measures: ``Judged@k`` (its own provider) and ``RR(rel=...)@k`` (the MS MARCO provider).
+* the whole-run path (TREC files read as columns, ``evaluate_runs`` vectorised) against trec_eval.
 
 Convention differences, mapped here and documented in docs/metrics.md:
 
@@ -287,3 +288,42 @@ def test_rr_matches_ir_measures_msmarco(k: int, threshold: int) -> None:
     theirs = _ir_measures(ir_measures.RR(rel=threshold) @ k)
     ours = _ours(lambda r, g: L.reciprocal_rank(r, g, k, threshold))
     _compare(ours, theirs, undefined_ok=_no_relevant(threshold), what=f"msmarco RR@{k}")
+
+
+# --------------------------------------------------------------------------- the whole-run path
+
+
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory) -> dict[int, dict[str, dict[str, float]]]:
+    """The same data through the TREC files, the columnar readers and the vectorised
+    evaluate_runs: per threshold, measure label -> {question: value}."""
+    from judge_eval.data.columns import read_trec_qrels_columns, read_trec_run_columns
+    from judge_eval.metrics.evaluate_labelled import evaluate_runs
+
+    folder = tmp_path_factory.mktemp("trec")
+    (folder / "qrels.txt").write_text("".join(f"{q} 0 {c} {g}\n" for q, grades in QRELS.items()
+                                              for c, g in grades.items()))
+    (folder / "run.trec").write_text("".join(f"{q} Q0 {c} {i + 1} {1000 - i} t\n" for q, ranking in RUN.items()
+                                             for i, c in enumerate(ranking)))
+    run = read_trec_run_columns(folder / "run.trec")
+    qrels = read_trec_qrels_columns(folder / "qrels.txt")
+    out = {}
+    for level in THRESHOLDS:
+        frame = evaluate_runs({"r": run}, qrels, ["hit_rate", "precision", "recall", "ndcg", "map", "mrr",
+                                                   "r_precision"], ks=KS, threshold=level)
+        out[level] = {col: dict(zip(frame["question_id"], frame[col], strict=True))
+                      for col in frame.columns[2:]}
+    return out
+
+
+@pytest.mark.parametrize("threshold", THRESHOLDS)
+def test_whole_run_path_matches_trec_eval(trec, whole_run, threshold: int) -> None:
+    ours = whole_run[threshold]
+    none = _no_relevant(threshold)
+    pairs = [("map", "map", none), ("mrr", "recip_rank", none), ("r_precision", "Rprec", none)]
+    for k in KS:
+        pairs += [(f"hit_rate@{k}", f"success_{k}", none), (f"precision@{k}", f"P_{k}", lambda q: False),
+                  (f"recall@{k}", f"recall_{k}", none), (f"ndcg@{k}", f"ndcg_cut_{k}", _no_gain)]
+    for label, key, why in pairs:
+        values = {q: None if math.isnan(v) else v for q, v in ours[label].items()}
+        _compare(values, _col(trec[threshold], key), undefined_ok=why, what=f"whole run {label}@l{threshold}")
