@@ -27,8 +27,16 @@ from judge_eval.errors import ExitCode
 from judge_eval.metrics.stats import holm, randomization_test
 from judge_eval.testing.scripted_server import ChunkScript, Fault, Scenario, ScriptedServer
 
-from judge_helpers import BANK_CHUNKS, BANK_GRADES, BANK_QUESTION, BANK_REFERENCE, MINI, bank_scenario, \
-    mini_dataset, offline_scenario
+from judge_helpers import (
+    BANK_CHUNKS,
+    BANK_GRADES,
+    BANK_QUESTION,
+    BANK_REFERENCE,
+    MINI,
+    bank_scenario,
+    mini_dataset,
+    offline_scenario,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ["context_recall@10", "context_precision@10", "judge_ndcg@10"]
@@ -394,7 +402,8 @@ def test_a_locked_history_is_a_clear_error_and_earlier_records_survive(scenario,
 
     with ScriptedServer(scenario) as server:
         config = write_config(tmp_path, server, extra="")
-        config.write_text(config.read_text().replace('path = "history.sqlite"', 'path = "history.sqlite"\ntimeout = 0.2'))
+        text = config.read_text().replace('path = "history.sqlite"', 'path = "history.sqlite"\ntimeout = 0.2')
+        config.write_text(text)
         first = run_audit(config)
         holder = sqlite3.connect(tmp_path / "history.sqlite", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another audit writing
@@ -512,9 +521,9 @@ def test_audit_init_writes_a_config_that_loads_once_its_files_exist(tmp_path: Pa
 
 
 def test_a_human_labelled_subset_adds_agreement_corrected_estimates_and_human_checks(tmp_path: Path):
-    from judge_eval.evaluation import evaluate
-
     from test_audit_config import GOOD  # the offline judge, one run (dense)
+
+    from judge_eval.evaluation import evaluate
 
     config = tmp_path / "audit.toml"
     config.write_text(GOOD.replace('check = ["context_recall@10", "judge_ndcg@10"]',

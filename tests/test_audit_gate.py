@@ -41,7 +41,7 @@ def exact_sign_flip_p(d: list[float]) -> float:
     """Independent: enumerate every sign vector with itertools."""
     obs = abs(sum(d) / len(d))
     hits = sum(1 for signs in itertools.product((1, -1), repeat=len(d))
-               if abs(sum(s * x for s, x in zip(signs, d)) / len(d)) >= obs - 1e-12)
+               if abs(sum(s * x for s, x in zip(signs, d, strict=True)) / len(d)) >= obs - 1e-12)
     return hits / 2 ** len(d)
 
 

@@ -126,7 +126,7 @@ def test_every_number_of_the_metrics_table_and_plot_is_the_summarys(mini: Path) 
     assert table[0] == ["measure", *runs, "n"]
     assert [row[0] for row in table[1:]] == measures
     for row in table[1:]:
-        for run, text in zip(runs, row[1:-1]):
+        for run, text in zip(runs, row[1:-1], strict=True):
             r = by[(run, row[0])]
             assert text == _cell(r["mean"], r["ci_low"], r["ci_high"])
         assert row[-1] == "/".join(str(n) for n in sorted({by[(run, row[0])]["n"] for run in runs}))
@@ -156,7 +156,7 @@ def test_the_agreement_numbers_are_the_trust_reports(mini: Path) -> None:
     assert sorted(d["count"] for d in conf_spec["data"]["values"]) == sorted(
         n for row in c.values() for n in row.values())
     chunk_rows = next(t for t in tables(page, "stats") if t[0][0] == "statistic")
-    for stat, row in zip(trust["chunk"], chunk_rows[1:]):
+    for stat, row in zip(trust["chunk"], chunk_rows[1:], strict=True):
         assert row[:3] == [stat["statistic"], f"{stat['value']:.3f}", f"[{stat['ci_low']:.2f}, {stat['ci_high']:.2f}]"]
         assert row[3] == str(stat["n"])
     # the scatter: one point per (run, question) with both values, merged by count

@@ -12,9 +12,10 @@ both agree on relevant/not; or ``cohen_kappa``) below its floor is **drift**: th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

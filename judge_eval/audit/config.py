@@ -13,16 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the same parser, as a package
     import tomli as tomllib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
 
 from judge_eval.cache import MODES
 from judge_eval.errors import ConfigError
@@ -146,7 +147,7 @@ class _Table:
         self.used.add(name)
         return self.data.get(name)
 
-    def table(self, name: str, *, required: bool = False) -> "_Table | None":
+    def table(self, name: str, *, required: bool = False) -> _Table | None:
         value = self.get(name)
         if value is None:
             if required:
@@ -228,7 +229,7 @@ def _number(value: Any, key: str, minimum: float | None, maximum: float | None, 
 # ----------------------------------------------------------------------------- the file
 
 
-def load_config(path: str | Path) -> AuditConfig:
+def load_config(path: str | os.PathLike[str]) -> AuditConfig:
     """Read and check ``path`` (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.is_file():

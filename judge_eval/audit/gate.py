@@ -14,8 +14,9 @@ per-question median of the last N passing ones (:func:`baseline_values`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -155,7 +156,7 @@ def run_gate(per_question: pd.DataFrame, summary: pd.DataFrame, baseline: Baseli
                     _compare(c, mine[metric], b.astype(float), n_perm=n_perm, seed=seed, n_boot=n_boot)
             checks.append(c)
     tested = [c for c in checks if c["max_drop"] is not None and c["p_value"] is not None]
-    for c, p_adj in zip(tested, holm([c["p_value"] for c in tested])):
+    for c, p_adj in zip(tested, holm([c["p_value"] for c in tested]), strict=True):
         c["p_holm"] = float(p_adj)
         if c["diff"] is not None and -c["diff"] > c["max_drop"] and p_adj <= alpha:
             c["significant_drop"] = True
@@ -179,7 +180,7 @@ def _compare(c: dict[str, Any], current: pd.Series, baseline: pd.Series, *, n_pe
     c.update(diff=_f(d.mean_diff), diff_ci_low=_f(d.ci_low), diff_ci_high=_f(d.ci_high), n_paired=d.n)
     if d.n:
         c["p_value"] = float(randomization_test(xa, xb, n_perm=n_perm, seed=seed))
-    per_q = [(q, a, b) for q, a, b in zip(questions, xa, xb) if not (np.isnan(a) or np.isnan(b)) and a < b]
+    per_q = [(q, a, b) for q, a, b in zip(questions, xa, xb, strict=True) if not (np.isnan(a) or np.isnan(b)) and a < b]
     per_q.sort(key=lambda t: (t[1] - t[2], str(t[0])))
     c["regressed_questions"] = [{"question_id": str(q), "value": float(a), "baseline": float(b),
                                  "diff": float(a - b)} for q, a, b in per_q[:TOP_QUESTIONS]]

@@ -222,7 +222,7 @@ class History:
         measures = [c for c in per_question.columns if c not in ("run", "question_id")]
         long = per_question.melt(id_vars=["run", "question_id"], value_vars=measures, var_name="metric")
         q_rows = [(doc["id"], str(r), str(m), str(q), _num(v))
-                  for r, q, m, v in zip(long["run"], long["question_id"], long["metric"], long["value"])]
+                  for r, q, m, v in zip(long["run"], long["question_id"], long["metric"], long["value"], strict=True)]
         m_rows = [(doc["id"], str(r.run), str(r.measure), _num(r.mean), _num(r.ci_low), _num(r.ci_high), int(r.n))
                   for r in summary.itertuples(index=False)]
         c_rows = [(doc["id"], str(i["question_id"]), str(i["chunk_id"]), int(i["human_grade"]),
@@ -258,7 +258,7 @@ class History:
                              "questions_fingerprint, judge_identity, prompts, settings, package_version, baseline "
                              "FROM audits ORDER BY rowid DESC" + (f" LIMIT {int(limit)}" if limit else ""))
             names = [d[0] for d in cur.description]
-            rows = [dict(zip(names, r)) for r in cur.fetchall()]
+            rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
         for r in rows:
             for key in ("prompts", "settings", "baseline"):
                 r[key] = json.loads(r[key])
@@ -332,7 +332,7 @@ class History:
                 return None, []
             items = db.execute("SELECT question_id, chunk_id, human_grade, judge_grade, error FROM canary_items "
                                "WHERE audit_id = ?", (row[0],)).fetchall()
-        return row[0], [dict(zip(("question_id", "chunk_id", "human_grade", "judge_grade", "error"), i))
+        return row[0], [dict(zip(("question_id", "chunk_id", "human_grade", "judge_grade", "error"), i, strict=True))
                         for i in items]
 
     def integrity(self) -> str:

@@ -15,11 +15,12 @@ import os
 import secrets
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from judge_eval.atomic import check_file, check_folder, write_folder
 from judge_eval.audit.canary import CanaryResult, load_pairs, run_canary

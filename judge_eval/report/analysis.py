@@ -51,7 +51,7 @@ def question_texts(src: ReportSource) -> dict[str, str]:
     """question id -> question text (from the verdicts; empty when the folder has none)."""
     out: dict[str, str] = {}
     if "question" in src.verdicts.columns:
-        for qid, text in zip(src.verdicts["question_id"], src.verdicts["question"]):
+        for qid, text in zip(src.verdicts["question_id"], src.verdicts["question"], strict=True):
             if isinstance(text, str):
                 out.setdefault(str(qid), text)
     return out
@@ -87,8 +87,8 @@ def movers(current: ReportSource, baseline: ReportSource, *, metric: str | None 
     for order, (run, base_run) in enumerate(pairs):
         cur = current.per_question[current.per_question["run"].astype(str) == run]
         base = baseline.per_question[baseline.per_question["run"].astype(str) == base_run]
-        base_values = dict(zip(base["question_id"].astype(str), base[metric]))
-        for q_order, (qid, value) in enumerate(zip(cur["question_id"].astype(str), cur[metric])):
+        base_values = dict(zip(base["question_id"].astype(str), base[metric], strict=True))
+        for q_order, (qid, value) in enumerate(zip(cur["question_id"].astype(str), cur[metric], strict=True)):
             if qid not in base_values:
                 continue
             c, b = _num(value), _num(base_values[qid])
@@ -115,7 +115,7 @@ def _statement_texts(src: ReportSource) -> dict[str, list[tuple[int, str]]]:
     if st.empty or "statement" not in st.columns:
         return out
     errors = st["error"] if "error" in st.columns else [None] * len(st)
-    for qid, num, text, err in zip(st["question_id"], st["statement"], st["text"], errors):
+    for qid, num, text, err in zip(st["question_id"], st["statement"], st["text"], errors, strict=True):
         n = _num(num)
         if n is None or (isinstance(err, str) and err):
             continue
@@ -156,7 +156,7 @@ def statement_gaps(src: ReportSource, *, k: int | None = None) -> dict[str, Any]
     found: dict[str, dict[int, dict[str, int]]] = {}
     errored: dict[str, set[str]] = {}
     has_error = v["error"].notna() & (v["error"].astype(str) != "") if "error" in v.columns else [False] * len(v)
-    for qid, ranks, supported, err in zip(v["question_id"], v["runs"], v["supported"], has_error):
+    for qid, ranks, supported, err in zip(v["question_id"], v["runs"], v["supported"], has_error, strict=True):
         qid = str(qid)
         in_top = {str(r): int(rank) for r, rank in (ranks or {}).items() if int(rank) <= k}
         if not in_top:

@@ -147,7 +147,7 @@ def question_detail(anchor: str, summary_html: str, statements: list[tuple[int, 
     st_rows = []
     for n, text in statements:
         marks = " ".join(f"<span class='{'yes' if n in s else 'no'}'>{esc(title.split(':')[0])} "
-                         f"{YES if n in s else NO}</span>" for (title, _), s in zip(sides, supported))
+                         f"{YES if n in s else NO}</span>" for (title, _), s in zip(sides, supported, strict=True))
         st_rows.append(f"<li value='{n}'>{esc(text)} {marks}</li>")
     st = (f"<ol class='statements'>{''.join(st_rows)}</ol>" if st_rows
           else "<p class='muted'>no reference statements</p>")
@@ -367,7 +367,7 @@ def movers_section(page: Page, src: ReportSource, baseline: ReportSource | None,
     bk = max(baseline.ks) if baseline.ks else None
     anchors = [f"moved-{i + 1}" for i in range(len(moved["rows"]))]
     details = []
-    for anchor, r in zip(anchors, moved["rows"]):
+    for anchor, r in zip(anchors, moved["rows"], strict=True):
         summary = (f"{_delta_html(r['delta'])} <b>{esc(r['run'])}</b> \u00b7 {esc(r['question'] or r['question_id'])} "
                    f"<small>({esc(num(r['baseline']))} \u2192 {esc(num(r['current']))}, question "
                    f"<code>{esc(r['question_id'])}</code>)</small>")
@@ -520,7 +520,7 @@ def _regressed_section(page: Page, doc: dict[str, Any], current: ReportSource | 
                        "questions that dropped most")
     k = max(current.ks) if current is not None and current.ks else None
     bk = max(baseline.ks) if baseline is not None and baseline.ks else None
-    for anchor, r in zip(anchors, rows):
+    for anchor, r in zip(anchors, rows, strict=True):
         summary = (f"{_delta_html(r['delta'])} <b>{esc(r['run'])}</b> <code>{esc(r['metric'])}</code> \u00b7 "
                    f"{esc(r['question'] or r['question_id'])} <small>({esc(num(r['baseline']))} \u2192 "
                    f"{esc(num(r['current']))})</small>")

@@ -101,7 +101,7 @@ def movers_spec(moved: dict[str, Any], anchors: list[str]) -> dict[str, Any]:
     """One line per moved (run, question): from the baseline's value (ring) to the current one
     (dot; green up, red down). A click on a dot opens that question's chunks and evidence."""
     rows = []
-    for i, (r, anchor) in enumerate(zip(moved["rows"], anchors)):
+    for i, (r, anchor) in enumerate(zip(moved["rows"], anchors, strict=True)):
         q = r.get("question") or r["question_id"]
         short = q if len(q) <= 60 else q[:59] + "\u2026"
         label = f"{i + 1}. {r['run']} \u00b7 {short}"
