@@ -13,7 +13,7 @@ of the same 17 measures (hit rate / success, precision, recall and nDCG at 1, 3,
 MRR), `--repeat` times: the first run is a warm-up (imports done, numba compiled for ranx), the
 figure is the best of the others (of all runs when --repeat 1). Peak memory is the process's
 peak resident set size (interpreter and imports included). Every tool's means are compared to
-pytrec_eval's to 6 digits.
+pytrec_eval's to 6 digits. PYTHONPATH=<an older checkout> measures that checkout's judge-eval.
 
 * judge-eval: ``evaluate_labelled(qrels_path, {"run": run_path})``, exactly what
   ``judge-eval metrics`` does: load, check, score, and 1,000 bootstrap resamples per mean.
@@ -179,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.queries:,} queries x {args.docs} documents: run {n_run:,} lines, qrels {n_qrels:,} lines "
           f"({run_path.parent})")
     env = dict(os.environ)
+    load_before = os.getloadavg()[0]
     results = {t: run_tool(t, run_path, qrels_path, args.repeat, env) for t in tools}
+    print(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after: other processes slow "
+          "every tool alike; compare the ratios of one run")
     reference = results.get("pytrec_eval")
     print(f"{'tool':<12s} {'wall':>9s} {'first run':>10s} {'peak RSS':>10s}  means vs pytrec_eval")
     for t, r in results.items():
