@@ -239,6 +239,8 @@ BAD_QRELS = {
     "too-many-columns": "q1 0 d1 1 extra\n",
     "conflicting-grades": "q1 0 d1 1\nq1 0 d1 2\n",
     "repeated-grade": "q1 0 d1 1\nq2 0 d1 0\nq1 0 d1 1\n",
+    "largest-grade": "q1 0 d1 9223372036854775807\n",
+    "grade-beyond-64-bits": "q1 0 d1 1\nq1 0 d2 9223372036854775808\n",
     "empty": "",
 }
 
@@ -292,20 +294,17 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@FUZZ
-@given(data=st.data())
-def test_mutated_runs_read_the_same(tmp_path: Path, data) -> None:
-    path = tmp_path / "r.trec"
-    path.write_bytes(mutate(data, random_run_text(random.Random(data.draw(st.integers(0, 99)))).encode()))
-    same_run_outcome(path)
+KINDS = {"run": (random_run_text, same_run_outcome), "qrels": (random_qrels_text, same_qrels_outcome)}
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @FUZZ
 @given(data=st.data())
-def test_mutated_qrels_read_the_same(tmp_path: Path, data) -> None:
-    path = tmp_path / "l.qrels"
-    path.write_bytes(mutate(data, random_qrels_text(random.Random(data.draw(st.integers(0, 99)))).encode()))
-    same_qrels_outcome(path)
+def test_mutated_files_read_the_same(tmp_path: Path, kind: str, data) -> None:
+    make, check = KINDS[kind]
+    path = tmp_path / f"{kind}.txt"
+    path.write_bytes(mutate(data, make(random.Random(data.draw(st.integers(0, 99)))).encode()))
+    check(path)
 
 
 # --------------------------------------------------------------------------- the models

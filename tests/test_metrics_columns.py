@@ -119,6 +119,10 @@ def test_bad_input_is_still_refused() -> None:
         evaluate_runs({"r": Run(name="r")}, {"q": {"a": -1}})
     with pytest.raises(InputError, match="grade must be an integer >= 0, got True"):
         evaluate_runs({"r": Run(name="r")}, {"q": {"a": True}})
+    with pytest.raises(InputError, match=r"question 'q', chunk 'a': grade must be an integer from 0 to 2\*\*63 - 1"):
+        evaluate_runs({"r": Run(name="r")}, Qrels(grades={"q": {"a": 2**63}, "other": {"b": 1}}))
+    huge = {"q": {"a": 1}, "other": {"b": 2**70}}  # a question not counted: not looked at, as before
+    assert evaluate_runs({"r": Run(name="r")}, huge, "precision@1", questions=["q"]).shape == (1, 3)
     with pytest.raises(InputError, match="run 'r' is not a Run"):
         evaluate_runs({"r": {"q": ["a"]}}, {"q": {"a": 1}})  # type: ignore[dict-item]
     with pytest.raises(InputError, match="threshold"):

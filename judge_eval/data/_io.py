@@ -313,9 +313,14 @@ def as_id(value: Any, *, path: PathLike, line: int | None, field: str, kind: str
     )
 
 
+#: the largest grade: grades are held as 64-bit integers (labelled metrics over arrays)
+MAX_GRADE = 2**63 - 1
+
+
 def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: str = "line") -> int:
-    """A relevance grade: an integer >= 0. Strings are parsed as integers (``"2"``; ``"1.5"``
-    and ``"x"`` are errors); a float is accepted only when integral (JSON ``2.0`` is 2)."""
+    """A relevance grade: an integer from 0 to :data:`MAX_GRADE`. Strings are parsed as integers
+    (``"2"``; ``"1.5"`` and ``"x"`` are errors); a float is accepted only when integral (JSON
+    ``2.0`` is 2)."""
     grade: int | None = None
     if isinstance(value, str):
         try:
@@ -332,6 +337,11 @@ def as_grade(value: Any, *, path: PathLike, line: int | None, field: str, kind: 
     if grade < 0:
         raise InputError(
             f"grade must be an integer >= 0, got {grade} (map negative grades to 0)",
+            path=path, line=line, field=field, kind=kind,
+        )
+    if grade > MAX_GRADE:
+        raise InputError(
+            f"grade must be an integer from 0 to 2**63 - 1, got {_shown(value)}",
             path=path, line=line, field=field, kind=kind,
         )
     return grade

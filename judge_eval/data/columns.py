@@ -35,9 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from judge_eval.data import _tokens
-from judge_eval.data._io import PathLike
+from judge_eval.data._io import MAX_GRADE, PathLike
 from judge_eval.data.models import Chunk, Qrels, Run
 from judge_eval.data.trec import QRELS_COLUMNS, RUN_COLUMNS, read_trec_qrels, read_trec_run
+from judge_eval.errors import InputError
 
 __all__ = ["QrelsColumns", "RunColumns", "read_trec_qrels_columns", "read_trec_run_columns"]
 
@@ -196,13 +197,19 @@ class QrelsColumns:
 
     @classmethod
     def from_qrels(cls, qrels: Qrels | Mapping[str, Mapping[str, int]]) -> QrelsColumns:
-        """The same labels as arrays, from :class:`Qrels` or ``{question: {chunk: grade}}``."""
+        """The same labels as arrays, from :class:`Qrels` or ``{question: {chunk: grade}}``
+        (grades are int64: one above 2**63 - 1 is an :class:`InputError`)."""
         import pandas as pd
 
         grades_by_q = qrels.grades if isinstance(qrels, Qrels) else qrels
         lengths = np.fromiter((len(g) for g in grades_by_q.values()), dtype=np.int64, count=len(grades_by_q))
         n = int(lengths.sum())
         ids = np.fromiter((c for g in grades_by_q.values() for c in g), dtype=object, count=n)
+        for q, by_chunk in grades_by_q.items():
+            for c, v in by_chunk.items():
+                if v > MAX_GRADE:
+                    raise InputError(f"question {q!r}, chunk {c!r}: grade must be an integer from 0 to 2**63 - 1, "
+                                     f"got {v}", field="grade")
         grades = np.fromiter((v for g in grades_by_q.values() for v in g.values()), dtype=np.int64, count=n)
         codes, vocabulary = pd.factorize(ids) if n else (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object))
         return cls(qids=np.array(list(grades_by_q), dtype=object), starts=_starts(lengths),

@@ -88,7 +88,7 @@ def evaluate_runs(
     if labels is None:
         for qid in qids:
             _check_inputs([], grades_by_q.get(qid, {}))
-        labels = QrelsColumns.from_qrels(grades_by_q)
+        labels = QrelsColumns.from_qrels({qid: grades_by_q[qid] for qid in qids if qid in grades_by_q})
     counted = _Labels.build(labels, qids, threshold)
 
     values = np.full((len(runs) * len(qids), len(resolved)), np.nan)
