@@ -4,6 +4,7 @@ line and field). And the fast path is really taken on ordinary files."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -290,7 +291,9 @@ def mutate(data: st.DataObject, content: bytes) -> bytes:
     return content
 
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=150,
+# FUZZ_EXAMPLES=3000 for a deeper local run, as in test_fuzz_readers.py
+FUZZ = settings(derandomize=True, database=None, deadline=None,
+                max_examples=int(os.environ.get("FUZZ_EXAMPLES", "150")),
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
