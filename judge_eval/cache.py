@@ -823,6 +823,27 @@ class ResponseCache:
             self.writes += len(rows)
         return len(rows)
 
+    def find(self, key: str, *, accept: Callable[[CacheEntry], bool] | None = None) -> CacheEntry | None:
+        """The usable entry under ``key`` (``accept`` may refuse one), counted as a hit when there
+        is one; a miss is not counted (the caller looks elsewhere next: listwise judging looks up
+        a chunk's verdict under its pointwise and its listwise key). None in ``off`` mode; in
+        ``refresh`` mode only an answer written after :attr:`started`."""
+        if self.mode == "off":
+            return None
+        since = self.started if self.mode == "refresh" else None
+        with self._locked() as db:
+            entry = self._lookup(db, key, since, accept)
+        if entry is not None:
+            self._count(entry)
+        return entry
+
+    def has_prompt(self, prompt: str) -> bool:
+        """Whether any stored answer was made with the prompt ``prompt`` (``name@version``)."""
+        if self.mode == "off":
+            return False
+        with self._locked() as db:
+            return db.execute("SELECT 1 FROM responses WHERE prompt = ? LIMIT 1", (prompt,)).fetchone() is not None
+
     def peek(self, key: str) -> CacheEntry | None:
         """The entry under ``key`` without counting a hit or a miss (batch planning); in
         ``refresh`` mode only one written after :attr:`started`. Always None in ``off`` mode."""

@@ -257,6 +257,9 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--concurrency", default=8, show_default=True, type=_POSITIVE_INT, help="Judge calls in flight at once.")
 @click.option("--samples", default=1, show_default=True, type=_POSITIVE_INT,
               help="Ask the judge N times per chunk; majority vote.")
+@click.option("--listwise", default=1, show_default=True, type=_POSITIVE_INT, metavar="B",
+              help="Judge up to B chunks of a question in one call (fewer calls and prompt tokens); each chunk's "
+                   "verdict is cached on its own, so B can change between runs without paying again.")
 @click.option("--joint", is_flag=True, help="Also compute joint context recall (top-k judged as one context).")
 @click.option("--useful", "useful_rule", type=click.Choice(["support", "grade"]), default="support", show_default=True,
               help="A chunk is useful for context precision when it supports a statement, or when its grade >= 2.")
@@ -290,7 +293,8 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str | None, judge_name: str,
           model: str | None, base_url: str | None, judge_id: str | None, prompt_ids: tuple[str, ...], ks: str,
           out: str | None, force: bool,
-          cache_path: str | None, cache_mode: str, concurrency: int, samples: int, joint: bool, useful_rule: str,
+          cache_path: str | None, cache_mode: str, concurrency: int, samples: int, listwise: int, joint: bool,
+          useful_rule: str,
           max_calls: int | None, max_tokens: int | None, max_cost: float | None, max_errors: str,
           price_in: float, price_out: float, timeout: float, reasoning_effort: str | None, api_version: str | None,
           batch_mode: str | None, batch_poll: float, no_answer: tuple[str, ...], strict: bool, fmt: str,
@@ -348,6 +352,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             api_version=api_version,
             batch=batch_mode,
             batch_poll=batch_poll,
+            listwise=listwise,
         )
         if out:
             write_results(results, out, force=force)

@@ -33,7 +33,6 @@ from judge_eval.metrics.judged import judged_frame
 from judge_eval.metrics.labelled import check_ks
 from judge_eval.metrics.missing import MissingReason
 from judge_eval.metrics.stats import aggregate
-from judge_eval.metrics.trust import trust
 from judge_eval.plan import Plan, plan_tasks
 from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings
 from judge_eval.run import Budget, Pricing, Runner, batch_specs, run_plan
@@ -149,6 +148,16 @@ def _interrupted(judge: Judge) -> Interrupted:
 # ----------------------------------------------------------------------------- the pipeline
 
 
+def _prompt_ids(judge: Any, prompts: PromptSelection, listwise: int) -> dict[str, str]:
+    """The prompt ids a run used: the judge's (the listwise prompt too when chunks were judged
+    listwise by a judge that can)."""
+    ids = {name: p.id for name, p in getattr(judge, "prompts", select_prompts(prompts)).items()}
+    listwise_prompt = getattr(judge, "listwise_prompt", None)
+    if listwise > 1 and listwise_prompt is not None and getattr(getattr(judge, "transport", None), "listwise", False):
+        ids["judge_chunks"] = listwise_prompt().id
+    return ids
+
+
 def evaluate(
     data: PathLike | Dataset,
     runs: Mapping[str, PathLike | Run] | None = None,
@@ -183,6 +192,7 @@ def evaluate(
     api_version: str | None = None,
     batch: str | None = None,
     batch_poll: float = 30.0,
+    listwise: int = 1,
 ) -> Results:
     """Score retrieval runs with a judge (and with human labels when there are any).
 
@@ -209,6 +219,10 @@ def evaluate(
     24 h; ``batch_poll`` seconds between looks), into the cache; what a batch does not answer is
     then asked synchronously. A killed run resumes polling the same batch (docs/judge.md, *Batch
     mode*).
+
+    ``listwise=B``: up to B chunks of one question judged in one call (prompt ``judge_chunks``;
+    judges that cannot, judge them one by one); each chunk's verdict is cached on its own, so B
+    can change between runs without paying again (docs/judge.md, *Listwise judging*).
 
     Only the top ``max(ks)`` chunks of each ranking are judged. Metrics:
 
@@ -237,7 +251,8 @@ def evaluate(
         raise ConfigError("a batch cannot be stopped half-way, so budgets cannot be kept: drop --max-calls, "
                           "--max-tokens and --max-cost, or --batch", option="--batch")
     ds, plan = _prepare_plan(data, runs, qrels, corpus, columns, ks, joint, strict, no_answer)
-    runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress)
+    runner_args = dict(concurrency=concurrency, samples=samples, budget=budget, pricing=pricing, progress=progress,
+                       listwise=listwise)
     judge_obj = make_judge(judge, model=model, base_url=base_url, cache=cache, cache_mode=cache_mode,
                            concurrency=concurrency, timeout=timeout, judge_id=judge_id, prompts=prompts,
                            reasoning_effort=reasoning_effort, api_version=api_version)
@@ -272,6 +287,8 @@ def evaluate(
     verdicts = grid.verdict_frame()
     judged_trust = None
     if labels is not None and len(labels) > 0:
+        from judge_eval.metrics.trust import trust  # scipy: about a second of CPU, only with human labels
+
         judged_trust = trust(per_question, verdicts, labels, judge_relevance=judge_relevance,
                              relevance_threshold=relevance_threshold, n_boot=n_boot, seed=seed)
     approximate = bool(getattr(judge_obj, "approximate", False))
@@ -282,7 +299,7 @@ def evaluate(
         verdicts=verdicts,
         statements=grid.statement_frame(),
         judge=JudgeInfo(identity=judge_obj.identity, approximate=approximate),
-        prompts={name: p.id for name, p in getattr(judge_obj, "prompts", select_prompts(prompts)).items()},
+        prompts=_prompt_ids(judge_obj, prompts, listwise),
         dataset=DatasetInfo(
             fingerprint=fingerprint(ds),
             questions=len(ds.questions),

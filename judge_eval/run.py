@@ -169,6 +169,7 @@ class Accounting:
             "completion_tokens": self.usage.completion_tokens,
             "total_tokens": self.usage.total_tokens,
             "reasoning_tokens": self.usage.reasoning_tokens,
+            "cached_prompt_tokens": self.usage.cached_tokens,
             "saved_tokens": self.saved_usage.total_tokens,
             "batch_calls": self.batch_calls,
             "batches": list(self.batches),
@@ -265,8 +266,9 @@ class Runner:
         pricing: Pricing = Pricing(),
         progress: bool = False,
         batch: Any = None,
+        listwise: int = 1,
     ) -> None:
-        for option, value in (("--samples", samples), ("--concurrency", concurrency)):
+        for option, value in (("--samples", samples), ("--concurrency", concurrency), ("--listwise", listwise)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"must be an integer >= 1, got {value!r}", option=option)
         self.judge = judge
@@ -278,6 +280,8 @@ class Runner:
         #: a batch mode (judge_eval.judge.batch.OpenAIBatch): answers the plan's tasks in bulk
         #: before the synchronous pass, which then asks only what the batch did not answer
         self.batch = batch
+        #: chunks of one question judged in one call (judges with ``judge_chunks``; 1: one each)
+        self.listwise = listwise
 
     # -- budget --------------------------------------------------------------------------
     def _budget_reached(self, acct: Accounting) -> bool:
@@ -336,27 +340,29 @@ class Runner:
 
         fatal: list[JudgeCallError] = []
 
-        async def call(make):
-            """Run one judge call under the gate, or return a Failure (budget / error)."""
+        async def call(make, tasks: int = 1):
+            """Run one judge call (for ``tasks`` tasks) under the gate, or return a Failure
+            (budget / error)."""
             async with gate:
                 if fatal:
-                    acct.skipped += 1
+                    acct.skipped += tasks
                     return Failure("aborted", f"not run: the judge endpoint failed ({fatal[0].cause})")
                 if self._budget_reached(acct):
-                    acct.skipped += 1
+                    acct.skipped += tasks
                     return Failure("budget", "not run: a --max-calls/--max-tokens/--max-cost budget was reached")
                 try:
                     resp = await make()
                 except JudgeCallError as exc:
-                    acct.errors += 1
-                    acct.error_causes[exc.cause] += 1
+                    acct.errors += tasks
+                    acct.error_causes[exc.cause] += tasks
                     self._account(acct, exc.calls, exc.usage or Usage())
                     if exc.cause in FATAL_CAUSES:
                         fatal.append(exc)
                     return Failure(exc.cause, exc.message)
-                self._account(acct, resp.calls, resp.usage, resp.saved_usage)
-                if resp.cache_hit:
-                    acct.cache_hits += 1
+                for one in resp if isinstance(resp, list) else [resp]:
+                    self._account(acct, one.calls, one.usage, one.saved_usage)
+                    if one.cache_hit:
+                        acct.cache_hits += 1
                 return resp
 
         async def judge_one(task: ChunkTask | JointTask, statements: list[str]) -> None:
@@ -373,6 +379,30 @@ class Runner:
                     break
                 raw.append(resp.value)
                 verified.append(verify(resp.value, text, len(statements)))
+            finish(task, statements, raw, verified, result)
+
+        async def judge_listwise(tasks: list[ChunkTask], statements: list[str]) -> None:
+            """Chunks of one question, judged in one call per sample (the evidence check and the
+            vote per chunk, as for a chunk judged alone)."""
+            judge_chunks = self.judge.judge_chunks  # type: ignore[attr-defined]
+            texts = [t.chunk for t in tasks]
+            raws: list[list[ChunkVerdict]] = [[] for _ in tasks]
+            verified: list[list[VerifiedVerdict]] = [[] for _ in tasks]
+            failure: Failure | None = None
+            for sample in range(self.samples):
+                resp = await call(lambda sample=sample: judge_chunks(tasks[0].question, statements, texts,
+                                                                     sample=sample), len(tasks))
+                if isinstance(resp, Failure):
+                    failure = resp
+                    break
+                for i, one in enumerate(resp):
+                    raws[i].append(one.value)
+                    verified[i].append(verify(one.value, texts[i], len(statements)))
+            for i, task in enumerate(tasks):
+                finish(task, statements, raws[i], verified[i], failure)
+
+        def finish(task: ChunkTask | JointTask, statements: list[str], raw: list[ChunkVerdict],
+                   verified: list[VerifiedVerdict], result: VerifiedVerdict | Failure | None) -> None:
             if result is None:
                 result = vote(verified)
                 acct.unverified_evidence += result.unverified
@@ -414,7 +444,17 @@ class Runner:
             out.statements[reference] = statements
             acct.done += 1
             bar.update()
-            await asyncio.gather(*(judge_one(t, statements) for t in by_reference[reference]))
+            mine = by_reference[reference]
+            if self.listwise > 1 and hasattr(self.judge, "judge_chunks"):
+                groups: dict[str, list[ChunkTask]] = {}
+                for t in mine:
+                    if isinstance(t, ChunkTask):
+                        groups.setdefault(t.question, []).append(t)
+                batches = [g[i : i + self.listwise] for g in groups.values() for i in range(0, len(g), self.listwise)]
+                await asyncio.gather(*(judge_listwise(b, statements) for b in batches),
+                                     *(judge_one(t, statements) for t in mine if not isinstance(t, ChunkTask)))
+            else:
+                await asyncio.gather(*(judge_one(t, statements) for t in mine))
 
         try:
             await asyncio.gather(*(reference_pipeline(r) for r in references))

@@ -15,11 +15,16 @@ class Usage:
     ``usage.completion_tokens_details.reasoning_tokens``). They are billed as completion tokens and
     the server already counts them in ``completion_tokens``, so they are a part of it, never added
     to it again: ``total_tokens`` is prompt + completion.
+
+    ``cached_tokens`` are the prompt tokens the provider served from its prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``, billed at a discount): a part of
+    ``prompt_tokens``, like the reasoning tokens of the completion.
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -30,4 +35,5 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cached_tokens + other.cached_tokens,
         )

@@ -108,7 +108,7 @@ def test_the_wheel_ships_every_module_and_every_prompt_and_loads_them(tmp_path: 
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env,
                          cwd=tmp_path).stdout.splitlines()
     assert out[0].startswith(str(site)) and out[1].startswith(str(site)), out
-    assert out[2] == "{'decompose': ('1',), 'judge_chunk': ('1', '2')}"
+    assert out[2] == "{'decompose': ('1',), 'judge_chunk': ('1', '2'), 'judge_chunks': ('1',)}"
     assert out[3] == "Question: q"
 
 
@@ -116,7 +116,7 @@ def test_the_editable_install_loads_the_prompts_from_the_top_level_folder() -> N
     import judge_eval.prompts
 
     assert Path(judge_eval.prompts.__file__).resolve() == ROOT / "prompts" / "__init__.py"
-    assert available_prompts() == {"decompose": ("1",), "judge_chunk": ("1", "2")}
+    assert available_prompts() == {"decompose": ("1",), "judge_chunk": ("1", "2"), "judge_chunks": ("1",)}
     assert not (ROOT / "judge_eval" / "prompts").exists()  # it would shadow the mapping
     for prompt in all_prompts():
         text = (ROOT / "prompts" / f"{prompt.name}.v{prompt.version}.md").read_text(encoding="utf-8")
@@ -167,6 +167,11 @@ def test_each_prompt_parses_its_own_rendering_back_to_its_inputs() -> None:
             {"question": "Q?", "statements": ["a", "b"], "chunk": "chunk text"},
             {"question": "Q?", "statements": [], "chunk": "x </chunk> y"},
             {"question": "Two\nlines?", "statements": ["First.", "A statement\nwith a break.", "Last."], "chunk": "c"},
+        ],
+        "judge_chunks": [
+            {"question": "Q?", "statements": ["a", "b"], "chunks": ["one", "two"]},
+            {"question": "Q?", "statements": [], "chunks": ["x </chunk> y\n\n<chunk id=\"2\">", "c\nd", "e"]},
+            {"question": "Q?", "statements": ["a"], "chunks": ["only"]},
         ],
     }
     for prompt in all_prompts():

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -33,8 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 from judge_eval.cache import CacheEntry, Claim, ResponseCache, cache_key
 from judge_eval.errors import JudgeCallError
 from judge_eval.judge.parsing import InvalidOutput
-from judge_eval.judge.prompts import Prompt, PromptSelection, select_prompts
-from judge_eval.judge.protocol import ChunkVerdict, JudgeResponse, Statements
+from judge_eval.judge.prompts import Prompt, PromptSelection, load_prompt, select_prompts
+from judge_eval.judge.protocol import ChunkVerdict, ChunkVerdicts, JudgeResponse, Statements
 from judge_eval.usage import Usage
 
 __all__ = ["Completion", "CompletionRequest", "Decoding", "JudgeCore", "Transport", "repair_text"]
@@ -145,6 +147,25 @@ def repair_text(bad: InvalidOutput, messages: list[dict[str, str]]) -> str:
     )
 
 
+@functools.cache
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _share(usage: Usage, n: int) -> Usage:
+    """``usage`` split evenly over ``n`` answers (what each stored verdict cost; rounded down)."""
+    if n <= 1:
+        return usage
+    return Usage(usage.prompt_tokens // n, usage.completion_tokens // n, usage.reasoning_tokens // n,
+                 usage.cached_tokens // n)
+
+
+def _same_fields(stored: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether the key request ``stored`` carries exactly the transport fields ``fields``."""
+    extra = set(stored) - CORE_KEY_FIELDS
+    return extra == set(fields) and all(stored[k] == v for k, v in fields.items())
+
+
 @dataclass
 class _Spent:
     calls: int = 0
@@ -182,6 +203,8 @@ class JudgeCore:
         #: probe): their first use is reported as neither a call nor a cache hit (batch mode
         #: accounts for them)
         self.batch_answered: set[str] = set()
+        #: whether the cache holds listwise answers (None: not looked yet; True once we store one)
+        self._listwise_rows: bool | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(identity={self.identity!r}, transport={self.transport!r})"
@@ -198,6 +221,77 @@ class JudgeCore:
         """Verdict on ``chunk`` for ``question`` and its numbered ``statements`` (prompt
         ``judge_chunk``; a claim naming a statement outside ``1..len(statements)`` is invalid)."""
         return await self.ask("judge_chunk", sample, question=question, statements=list(statements), chunk=chunk)
+
+    async def judge_chunks(
+        self, question: str, statements: list[str], chunks: list[str], *, sample: int = 0
+    ) -> list[JudgeResponse[ChunkVerdict]]:
+        """Verdicts on several ``chunks`` of one question, in order, asking for up to all of them
+        in one call (prompt ``judge_chunks``: listwise judging). Each chunk's verdict is looked up
+        and stored on its own (:meth:`listwise_key`; a pointwise answer of the chunk counts too),
+        so the answers and the cache are the same whatever the number of chunks per call. A chunk
+        the answer leaves out, or whose verdict is invalid (a statement number out of range),
+        is judged alone (:meth:`judge_chunk`); so is everything when the listwise answer stays
+        invalid after its repair. A transport error (timeout, HTTP error) is raised for all.
+
+        The calls and tokens of the listwise request are reported on the first chunk it answered
+        (or on the first chunk judged alone, when it answered none); the others report 0."""
+        statements = list(statements)
+        chunks = list(chunks)
+        if len(chunks) <= 1 or not getattr(self.transport, "listwise", False):
+            return [await self.judge_chunk(question, statements, c, sample=sample) for c in chunks]
+        prompt = self.listwise_prompt()
+        out: dict[int, JudgeResponse[ChunkVerdict]] = {}
+        pending: list[int] = []
+        for i, chunk in enumerate(chunks):
+            hit = self._cached_verdict(question, statements, chunk, sample)
+            if hit is not None:
+                out[i] = hit
+            else:
+                pending.append(i)
+        if len(pending) == 1:
+            i = pending[0]
+            out[i] = await self.judge_chunk(question, statements, chunks[i], sample=sample)
+        elif pending:
+            inputs = {"question": question, "statements": statements, "chunks": [chunks[i] for i in pending]}
+            request = self.request(prompt, inputs, sample)
+            spent = _Spent()
+            got: dict[int, ChunkVerdict] = {}
+            fields: Mapping[str, Any] | None = None
+            try:
+                value, fields = await self._answer_listwise(request, spent)
+            except JudgeCallError as exc:
+                if exc.cause not in ("invalid_output", "truncated"):
+                    raise
+                value = None  # judged chunk by chunk below; what it spent is reported there
+            for item in value.verdicts if value is not None else []:
+                if not 1 <= item.chunk <= len(pending) or item.chunk in got:
+                    continue
+                verdict = item.verdict()
+                try:
+                    self.prompts["judge_chunk"].check(verdict, {"statements": statements, "chunk": ""})
+                except InvalidOutput:
+                    continue  # judged alone below
+                got[item.chunk] = verdict
+            share = _share(spent.usage, len(got))
+            if self.cache is not None and got:
+                fields = fields if fields is not None else self.key_fields(request)
+                self._listwise_rows = True
+                for n, verdict in got.items():
+                    stored = self._listwise_key_request(request, chunks[pending[n - 1]], fields)
+                    self.cache.put(cache_key(stored), identity=self.identity, prompt=prompt.id, request=stored,
+                                   response=verdict.model_dump(mode="json"), usage=share)
+            owed = spent
+            for n, i in enumerate(pending, start=1):
+                if n in got:
+                    out[i] = JudgeResponse(value=got[n], calls=owed.calls, cache_hit=False, usage=owed.usage)
+                    owed = _Spent()
+            for n, i in enumerate(pending, start=1):
+                if n not in got:
+                    alone = await self.judge_chunk(question, statements, chunks[i], sample=sample)
+                    alone.calls += owed.calls
+                    alone.usage = alone.usage + owed.usage
+                    out[i], owed = alone, _Spent()
+        return [out[i] for i in range(len(chunks))]
 
     async def aclose(self) -> None:
         """Close the transport (when it has anything to close)."""
@@ -245,15 +339,119 @@ class JudgeCore:
             **fields,
         }
 
+    def listwise_prompt(self) -> Prompt:
+        """The ``judge_chunks`` prompt: the selected version, else the default."""
+        return self.prompts.get("judge_chunks") or load_prompt("judge_chunks")
+
+    def _listwise_key_request(
+        self, request: CompletionRequest, chunk: str, fields: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The key request of one chunk's verdict from a listwise ``request``: what
+        :meth:`key_request` holds, with the chunk's inputs (``item``: question, statements,
+        chunk) and a digest of the template instead of the rendered messages, so it does not
+        depend on the other chunks of the call nor on how many there were."""
+        fields = self.key_fields(request) if fields is None else fields
+        clash = CORE_KEY_FIELDS & set(fields)
+        if clash:
+            raise ValueError(f"transport key_fields may not set {sorted(clash)}")
+        return {
+            "identity": self.identity,
+            "prompt": request.prompt.id,
+            "template": _digest(request.prompt.template),
+            "item": {"question": request.inputs["question"], "statements": list(request.inputs["statements"]),
+                     "chunk": chunk},
+            **request.decoding.key_fields(),
+            "sample": request.sample,
+            **fields,
+        }
+
+    def listwise_key(self, question: str, statements: list[str], chunk: str, sample: int = 0) -> str:
+        """The cache key of ``chunk``'s verdict when it is judged listwise (any batch size)."""
+        inputs = {"question": question, "statements": list(statements), "chunks": [chunk]}
+        request = CompletionRequest(self.listwise_prompt(), inputs, [], self.decoding.for_sample(sample), int(sample))
+        return cache_key(self._listwise_key_request(request, chunk))
+
+    def _usable(self, prompt: Prompt, inputs: Mapping[str, Any]) -> Any:
+        values: dict[str, Any] = {}
+
+        def usable(entry: CacheEntry) -> bool:
+            try:
+                values[entry.key] = prompt.validate(entry.response, inputs)
+            except InvalidOutput:
+                return False
+            return True
+
+        return usable, values
+
+    def _listwise_hit(self, question: str, statements: list[str], chunk: str, sample: int) -> Any:
+        """A listwise verdict of ``chunk`` in the cache, as a hit; None when there is none (or
+        the transport does not judge listwise)."""
+        if self.cache is None or not getattr(self.transport, "listwise", False):
+            return None
+        if self._listwise_rows is None:  # looked up once: a cache that holds no listwise answer
+            self._listwise_rows = self.cache.has_prompt(self.listwise_prompt().id)
+        if not self._listwise_rows:
+            return None
+        inputs = {"question": question, "statements": list(statements), "chunk": chunk}
+        usable, values = self._usable(self.prompts["judge_chunk"], inputs)
+        entry = self.cache.find(self.listwise_key(question, statements, chunk, sample), accept=usable)
+        if entry is None:
+            return None
+        return JudgeResponse(value=values[entry.key], calls=0, cache_hit=True, saved_usage=entry.usage)
+
+    def _cached_verdict(self, question: str, statements: list[str], chunk: str, sample: int) -> Any:
+        """``chunk``'s verdict from the cache, listwise or pointwise, as a hit; else None."""
+        if self.cache is None:
+            return None
+        hit = self._listwise_hit(question, statements, chunk, sample)
+        if hit is not None:
+            return hit
+        inputs = {"question": question, "statements": list(statements), "chunk": chunk}
+        prompt = self.prompts["judge_chunk"]
+        request = self.request(prompt, inputs, sample)
+        usable, values = self._usable(prompt, request.inputs)
+        entry = self.cache.find(cache_key(self.key_request(request)), accept=usable)
+        if entry is None:
+            return None
+        return JudgeResponse(value=values[entry.key], calls=0, cache_hit=True, saved_usage=entry.usage)
+
+    async def _answer_listwise(
+        self, request: CompletionRequest, spent: _Spent
+    ) -> tuple[ChunkVerdicts, Mapping[str, Any] | None]:
+        """A listwise answer (one repair when it is not valid JSON of the schema) and the key
+        fields it was made with; nothing is stored here."""
+        first = await self._complete(request, spent)
+        try:
+            return self._value(request, first), first.key_fields
+        except InvalidOutput as bad:
+            repair = [
+                *request.messages,
+                {"role": "assistant", "content": first.text or ""},
+                {"role": "user", "content": repair_text(bad, request.messages)},
+            ]
+            second = await self._complete(dataclasses.replace(request, messages=repair, repair=first), spent)
+            try:
+                return self._value(request, second), first.key_fields
+            except InvalidOutput as still:
+                raise JudgeCallError("truncated" if still.truncated else "invalid_output", still.message,
+                                     calls=spent.calls, usage=spent.usage) from None
+
     # -- the path -----------------------------------------------------------------------------
 
     async def ask(self, task: str, sample: int = 0, **inputs: Any) -> JudgeResponse[Any]:
         """Answer one task (``decompose``, ``judge_chunk``) with the selected prompt."""
         prompt = self.prompts[task]
+        if task == "judge_chunk" and self.cache is not None and self.cache.mode != "off":
+            hit = self._listwise_hit(inputs["question"], inputs["statements"], inputs["chunk"], sample)
+            if hit is not None:
+                return hit
         request = self.request(prompt, inputs, sample)
         claim: Claim | None = None
+        looked_up: tuple[dict[str, Any], str] | None = None
         if self.cache is not None:
-            key = cache_key(self.key_request(request))
+            asked = self.key_request(request)
+            key = cache_key(asked)
+            looked_up = (asked, key)
             values: dict[str, Any] = {}
 
             def usable(entry: CacheEntry) -> bool:
@@ -279,7 +477,7 @@ class JudgeCore:
                 )
         spent = _Spent()
         async with claim if claim is not None else contextlib.nullcontext():
-            return await self._answer(request, spent)
+            return await self._answer(request, spent, looked_up)
 
     async def _complete(self, request: CompletionRequest, spent: _Spent) -> Completion:
         """One transport call; what it spent is added to ``spent``, also when it fails (the
@@ -301,8 +499,12 @@ class JudgeCore:
             return request.prompt.validate(completion.data, request.inputs)
         return request.prompt.parse_answer(completion.text, request.inputs, truncated=completion.truncated)
 
-    async def _answer(self, request: CompletionRequest, spent: _Spent) -> JudgeResponse[Any]:
-        """Ask the transport (one repair on an invalid answer) and cache the valid answer."""
+    async def _answer(
+        self, request: CompletionRequest, spent: _Spent, looked_up: tuple[dict[str, Any], str] | None = None
+    ) -> JudgeResponse[Any]:
+        """Ask the transport (one repair on an invalid answer) and cache the valid answer.
+        ``looked_up``: the key request and key the cache was searched under; the answer is stored
+        under them unless the transport answered with other key fields (another format)."""
         prompt = request.prompt
         first = await self._complete(request, spent)
         try:
@@ -328,9 +530,12 @@ class JudgeCore:
 
         if self.cache is not None:
             fields = first.key_fields if first.key_fields is not None else self.key_fields(request)
-            stored = self.key_request(request, fields)
+            stored, key = looked_up if looked_up is not None else ({}, "")
+            if not key or not _same_fields(stored, fields):
+                stored = self.key_request(request, fields)
+                key = cache_key(stored)
             self.cache.put(
-                cache_key(stored),
+                key,
                 identity=self.identity,
                 prompt=prompt.id,
                 request=stored,

@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from judge_eval.errors import ConfigError
 from judge_eval.judge.parsing import InvalidOutput, parse_answer, strict_json_schema
-from judge_eval.judge.protocol import ChunkVerdict, Statements
+from judge_eval.judge.protocol import ChunkVerdict, ChunkVerdicts, Statements
 
 __all__ = [
     "DEFAULT_VERSIONS",
@@ -45,6 +45,7 @@ __all__ = [
     "Task",
     "all_prompts",
     "available_prompts",
+    "format_chunks",
     "format_statements",
     "load_prompt",
     "quote_data",
@@ -61,7 +62,11 @@ PROMPTS_PACKAGE = "judge_eval.prompts"
 
 #: The version of each task used unless another is selected. Changing one changes every cache
 #: key and every number of a default run: do it on purpose, in a release note.
-DEFAULT_VERSIONS: dict[str, str] = {"decompose": "1", "judge_chunk": "1"}
+DEFAULT_VERSIONS: dict[str, str] = {"decompose": "1", "judge_chunk": "1", "judge_chunks": "1"}
+
+#: The tasks every judge uses; the others (``judge_chunks``: listwise judging, only with
+#: ``--listwise B``) are in :func:`select_prompts` only when selected.
+CORE_TASKS: tuple[str, ...] = ("decompose", "judge_chunk")
 
 _FRONT = re.compile(r"\A---\n(?P<head>.*?)\n---\n(?P<body>.*)\Z", re.S)
 _SECTION = re.compile(r"^\[(system|user)\]\n", re.M)
@@ -138,6 +143,44 @@ def _encode_judge_chunk(question: str, statements: list[str], chunk: str) -> dic
     }
 
 
+_LISTED_CHUNK = re.compile(r'<chunk id="(?P<n>\d+)">\n(?P<text>.*?)\n</chunk>', re.S)
+
+
+def format_chunks(chunks: list[str]) -> str:
+    """Chunks numbered from 1, each between ``<chunk id="n">`` and ``</chunk>`` (data quoted, so a
+    ``</chunk>`` inside a chunk cannot end it), separated by blank lines."""
+    return "\n\n".join(f'<chunk id="{i}">\n{quote_data(c, "chunk")}\n</chunk>' for i, c in enumerate(chunks, start=1))
+
+
+def _parse_chunks(block: str) -> list[str] | None:
+    """Inverse of :func:`format_chunks`; None unless the block is exactly such chunks."""
+    chunks: list[str] = []
+    pos = 0
+    for m in _LISTED_CHUNK.finditer(block):
+        gap = block[pos : m.start()]
+        if gap != ("\n\n" if chunks else "") or int(m.group("n")) != len(chunks) + 1:
+            return None
+        chunks.append(unquote_data(m.group("text"), "chunk"))
+        pos = m.end()
+    return chunks if chunks and pos == len(block) else None
+
+
+def _encode_judge_chunks(question: str, statements: list[str], chunks: list[str]) -> dict[str, str]:
+    return {
+        "question": question,
+        "statements": format_statements(statements) if statements else "(none)",
+        "chunks": format_chunks(list(chunks)),
+    }
+
+
+def _decode_judge_chunks(values: Mapping[str, str]) -> dict[str, Any] | None:
+    statements = _parse_statements(values["statements"])
+    chunks = _parse_chunks(values["chunks"])
+    if statements is None or chunks is None:
+        return None
+    return {"question": values["question"], "statements": statements, "chunks": chunks}
+
+
 def _decode_judge_chunk(values: Mapping[str, str]) -> dict[str, Any] | None:
     statements = _parse_statements(values["statements"])
     if statements is None:
@@ -171,10 +214,21 @@ TASKS: dict[str, Task] = {
         "judge_chunk", ("question", "statements", "chunk"), frozenset({"question", "statements", "chunk"}),
         ChunkVerdict, "chunk_verdict", _encode_judge_chunk, _decode_judge_chunk, (statement_numbers_in_range,),
     ),
+    # listwise: several chunks of one question in one call; each listed verdict is checked on its
+    # own by the judge core (a verdict that fails falls back to judging its chunk alone)
+    "judge_chunks": Task(
+        "judge_chunks", ("question", "statements", "chunks"), frozenset({"question", "statements", "chunks"}),
+        ChunkVerdicts, "chunk_verdicts", _encode_judge_chunks, _decode_judge_chunks,
+    ),
 }
 
 
 # ----------------------------------------------------------------------------- templates
+
+
+@cache
+def _schema_of(output: type[BaseModel]) -> dict[str, Any]:
+    return strict_json_schema(output)
 
 
 @cache
@@ -247,8 +301,9 @@ class Prompt:
 
     @property
     def schema(self) -> dict[str, Any]:
-        """The strict JSON schema of :attr:`output` (:func:`~judge_eval.judge.parsing.strict_json_schema`)."""
-        return strict_json_schema(self.output)
+        """The strict JSON schema of :attr:`output` (:func:`~judge_eval.judge.parsing.strict_json_schema`),
+        computed once per answer model: the same object every time, so do not modify it."""
+        return _schema_of(self.output)
 
     @property
     def template(self) -> str:
@@ -381,7 +436,8 @@ PromptSelection = Mapping[str, str | Prompt] | Iterable[str | Prompt] | None
 
 
 def select_prompts(selection: PromptSelection = None) -> dict[str, Prompt]:
-    """One prompt per task (in :data:`TASKS` order): the selected version, else the default.
+    """One prompt per task of :data:`CORE_TASKS` (in that order), plus any other task selected:
+    the selected version, else the default.
 
     Raises ConfigError (``--prompt``) for an unknown task or version, a malformed id, or two
     different versions of one task."""
@@ -413,7 +469,8 @@ def select_prompts(selection: PromptSelection = None) -> dict[str, Prompt]:
                                   option="--prompt")
             else:
                 take(load_prompt(str(item)))
-    return {name: chosen.get(name) or load_prompt(name) for name in TASKS}
+    names = [*CORE_TASKS, *(n for n in TASKS if n in chosen and n not in CORE_TASKS)]
+    return {name: chosen.get(name) or load_prompt(name) for name in names}
 
 
 def all_prompts() -> list[Prompt]:

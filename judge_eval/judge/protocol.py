@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge_eval.usage import Usage
 
-__all__ = ["ChunkVerdict", "Judge", "JudgeResponse", "Statements", "Support", "Usage"]
+__all__ = ["ChunkVerdict", "ChunkVerdicts", "Judge", "JudgeResponse", "ListedVerdict", "Statements", "Support", "Usage"]
 
 
 class Statements(BaseModel):
@@ -51,6 +51,29 @@ class ChunkVerdict(BaseModel):
     supports: list[Support] = Field(default_factory=list)
     grade: int = Field(ge=0, le=3)
     reason: str = ""
+
+
+class ListedVerdict(BaseModel):
+    """One chunk's verdict in a listwise answer: ``chunk`` is the chunk's number in the prompt
+    (1-based), the rest is a :class:`ChunkVerdict`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chunk: int
+    supports: list[Support] = Field(default_factory=list)
+    grade: int = Field(ge=0, le=3)
+    reason: str = ""
+
+    def verdict(self) -> ChunkVerdict:
+        return ChunkVerdict(supports=self.supports, grade=self.grade, reason=self.reason)
+
+
+class ChunkVerdicts(BaseModel):
+    """The answer of ``judge_chunks`` (listwise judging): one verdict per chunk of the prompt."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdicts: list[ListedVerdict]
 
 
 T = TypeVar("T", Statements, ChunkVerdict)

@@ -327,6 +327,18 @@ class _Script:
             return {"statements": list(self.references[key])}
         return {"statements": split_sentences(reference)}
 
+    def judge_chunks(self, p: _Parsed, omit: Iterable[str] = ()) -> dict[str, Any]:
+        """A listwise answer: the verdict of each chunk as :meth:`judge_chunk` gives it, numbered
+        as in the prompt; chunks whose text is in ``omit`` are left out."""
+        left_out = {c.strip() for c in omit}
+        verdicts = []
+        for n, chunk in enumerate(p.inputs["chunks"], start=1):
+            if chunk.strip() in left_out:
+                continue
+            one = _Parsed("judge_chunk", p.prompt, {**p.inputs, "chunk": chunk})
+            verdicts.append({"chunk": n, **self.judge_chunk(one)})
+        return {"verdicts": verdicts}
+
     def judge_chunk(self, p: _Parsed) -> dict[str, Any]:
         found = self.chunks.get(quote_data(p.inputs["chunk"], "chunk").strip())
         if found is None:
@@ -513,6 +525,11 @@ class ScriptedServer:
     ``reasoning_effort``), ``refuse_params`` (refuse only these of them), ``reasoning_tokens``
     (reported in ``completion_tokens_details`` and added to ``completion_tokens``).
 
+    Listwise judging (prompt ``judge_chunks``): every chunk is answered as ``judge_chunk`` would,
+    except chunks whose text is in ``listwise_omit``, which the answer leaves out.
+    ``prompt_cache``: report ``usage.prompt_tokens_details.cached_tokens`` as OpenAI's prompt
+    caching would (a prefix of 1024 tokens or more, in 128-token steps, seen in an earlier request).
+
     Batches: ``batch_outcome`` (``complete``; ``expire``: the second half of the lines unfinished;
     ``fail``: the whole batch at validation), ``batch_hold`` (a batch stays ``in_progress`` until
     :meth:`release_batches`). ``batches``, ``files``, ``api_requests`` (every files/batches
@@ -539,6 +556,8 @@ class ScriptedServer:
         refuse_params: Iterable[str] = (),
         batch_outcome: str = "complete",
         batch_hold: bool = False,
+        listwise_omit: Iterable[str] = (),
+        prompt_cache: bool = False,
     ) -> None:
         if batch_outcome not in BATCH_OUTCOMES:
             raise ValueError(f"batch_outcome must be one of {BATCH_OUTCOMES}, got {batch_outcome!r}")
@@ -576,6 +595,11 @@ class ScriptedServer:
             raise ValueError(f"refuse_params can name {REASONING_REFUSES}, not {sorted(unknown)}")
         # the files and batches endpoints
         self.batch_outcome = batch_outcome
+        self.listwise_omit = tuple(listwise_omit)
+        self.prompt_cache = prompt_cache
+        self._prefixes: set[bytes] = set()
+        self._prefix_lock = threading.Lock()
+        self.cached_tokens = 0  # prompt tokens reported as cached (prompt_cache)
         self.batch_hold = batch_hold
         self._batches_released = threading.Event()
         self.files: dict[str, dict[str, Any]] = {}
@@ -667,6 +691,7 @@ class ScriptedServer:
             self.served_keys.clear()
             self.attempts.clear()
             self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            self.cached_tokens = 0
 
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:
@@ -718,6 +743,8 @@ class ScriptedServer:
             "prompt": None,
             "key": None,
             "attempt": None,
+            "received": time.monotonic(),  # when the body was read (benchmarks: the judging wall)
+            "sent": None,  # when the answer was written
         }
         try:  # NaN/Infinity are not JSON (and would make the canonical keys fail)
             body = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
@@ -737,6 +764,7 @@ class ScriptedServer:
                 entry["status"] = status
                 self._account(entry, usage, clean, +1)
             ok = h._send_json(status, payload, headers)
+            entry["sent"] = time.monotonic()
             if not ok:
                 with self._lock:
                     entry["status"] = None
@@ -845,7 +873,12 @@ class ScriptedServer:
                 "(decompose or judge_chunk, any version)",
                 "invalid_request_error", None, "messages"), None
 
-        answer = self._script.decompose(parsed) if parsed.kind == "decompose" else self._script.judge_chunk(parsed)
+        if parsed.kind == "decompose":
+            answer = self._script.decompose(parsed)
+        elif parsed.kind == "judge_chunks":
+            answer = self._script.judge_chunks(parsed, self.listwise_omit)
+        else:
+            answer = self._script.judge_chunk(parsed)
         finish_reason = "stop"
         if kind == "wrong_schema":
             answer = dict(WRONG_SCHEMA_ANSWER)
@@ -878,6 +911,8 @@ class ScriptedServer:
             "completion_tokens": estimate_tokens(len(content)) + self.reasoning_tokens,
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if self.prompt_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached_prefix(body["messages"])}
         if self.reasoning_tokens:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning_tokens}
         payload = {
@@ -897,6 +932,24 @@ class ScriptedServer:
             "system_fingerprint": "scripted",
         }
         return 200, payload, usage
+
+    def _cached_prefix(self, messages: list[Any]) -> int:
+        """Prompt tokens served from a simulated provider prompt cache (OpenAI's rules, in
+        characters: a prefix of at least 1024 tokens, counted in steps of 128 tokens, shared with
+        an earlier request); every prefix of this request is cached from now on."""
+        text = "".join(f"{m.get('role')}\n{_content_text(m.get('content'))}\n" for m in messages if isinstance(m, dict))
+        step, least = 128 * 4, 1024 * 4
+        cut = least
+        cached = 0
+        with self._prefix_lock:
+            while cut <= len(text):
+                digest = hashlib.sha256(text[:cut].encode("utf-8")).digest()
+                if digest in self._prefixes:
+                    cached = cut
+                else:
+                    self._prefixes.add(digest)
+                cut += step
+        return estimate_tokens(cached) if cached else 0
 
     # -- the files and batches endpoints -------------------------------------------------
 
@@ -1114,6 +1167,9 @@ class ScriptedServer:
         if usage is not None:
             for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
                 self.usage[k] += sign * usage[k]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                self.cached_tokens += sign * int(details.get("cached_tokens", 0))
         if clean:
             self.completions += sign
             self.served_keys[entry["key"]] += sign
