@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 import traceback
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -174,7 +175,8 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--qrels", required=True, type=click.Path(dir_okay=False), help="Human labels: TREC qrels, JSONL or CSV/Parquet.")
+@click.option("--qrels", required=True, type=click.Path(dir_okay=False), help="Human labels: TREC qrels, JSONL "
+                                                                              "or CSV/Parquet.")
 @click.option("--run", "run_specs", multiple=True, required=True, metavar="NAME=PATH",
               help="A run (TREC or native JSONL); repeat for several runs.")
 @click.option("-k", "ks", default="1,3,5,10", show_default=True, help="Cutoffs, comma-separated.")
@@ -243,7 +245,8 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--prompt", "prompt_ids", multiple=True, metavar="NAME@VERSION", callback=_prompt_ids,
               help="Use this prompt version, e.g. judge_chunk@2 (repeat for several prompts; default: "
                    "decompose@1, judge_chunk@1). Recorded in the results; each version has its own cache entries.")
-@click.option("-k", "ks", default="5,10", show_default=True, help="Cutoffs, comma-separated; the top max(k) chunks are judged.")
+@click.option("-k", "ks", default="5,10", show_default=True, help="Cutoffs, comma-separated; the top max(k) "
+                                                                  "chunks are judged.")
 @click.option("--out", type=click.Path(), metavar="DIR",
               help="Write the results folder here. An earlier results folder is replaced; a folder holding other "
                    "files is refused (see --force). Checked before any judge call.")
@@ -286,7 +289,8 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="table: the summary for people; csv and json: every measure and statistic, plus (json) the "
                    "judge, settings and accounting.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a "
+                                                             "terminal).")
 @click.option("--columns", metavar="KEY=COL,...",
               help="Column mapping for CSV/TSV/Parquet inputs, e.g. question_id=qid,chunk_id=doc,rank=pos "
                    "(keys: question_id, chunk_id, rank, score, text, grade, question, reference).")
@@ -313,9 +317,9 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
     (a rerun resumes from the cache).
     """
     from judge_eval.evaluation import evaluate
-    from judge_eval.run import Budget, ErrorTolerance, Pricing
     from judge_eval.report.folder import check_results_dir, write_results
     from judge_eval.report.summary import render_score_summary
+    from judge_eval.run import Budget, ErrorTolerance, Pricing
 
     def run():
         k_list = parse_ks(ks)
@@ -370,10 +374,12 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
 @main.command("agreement")
 @click.option("--results", "results_dir", required=True, type=click.Path(), metavar="DIR",
               help="A results folder written by judge-eval score --out.")
-@click.option("--qrels", required=True, type=click.Path(dir_okay=False), help="Human labels: TREC qrels, JSONL or CSV/Parquet.")
+@click.option("--qrels", required=True, type=click.Path(dir_okay=False), help="Human labels: TREC qrels, JSONL "
+                                                                              "or CSV/Parquet.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="table for people; json for tools (every statistic with n, CI and the reason when undefined).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output (replaced atomically).")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output "
+                                                             "(replaced atomically).")
 @click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap.")
 @click.option("--columns", metavar="KEY=COL,...", help="Column mapping for a CSV/TSV/Parquet qrels file.")
 def agreement_cmd(results_dir: str, qrels: str, fmt: str, out: str | None, seed: int, columns: str | None) -> None:
@@ -409,19 +415,25 @@ def agreement_cmd(results_dir: str, qrels: str, fmt: str, out: str | None, seed:
 
 @main.command("compare")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(), metavar="DIR...")
-@click.option("--runs", metavar="NAME,...", help="The runs to compare, in this order (default: every run of the folders).")
+@click.option("--runs", metavar="NAME,...", help="The runs to compare, in this order (default: every run of the "
+                                                 "folders).")
 @click.option("--measures", metavar="NAME,...|all",
               help="Measures to compare (default: the summary table's: context recall/precision, judge nDCG, "
                    "recall, nDCG; 'all' for every shared measure).")
 @click.option("--alpha", default=0.05, show_default=True, type=_FiniteRange(min=0, max=1, min_open=True, max_open=True),
               help="Significance level of the Holm-corrected paired randomization test.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="table for people, markdown for pull requests, csv (one row per pair) and json for tools.")
-@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output (replaced atomically).")
+              show_default=True, help="table for people, markdown for pull requests, csv (one row per pair) and "
+                                      "json for tools.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write to FILE instead of standard output "
+                                                             "(replaced atomically).")
 @click.option("--allow-different", is_flag=True,
-              help="Compare results of different judges, prompt versions, test sets or settings anyway (the output says what differs).")
-@click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap and the randomization test.")
-@click.option("--n-perm", default=10000, show_default=True, type=_POSITIVE_INT, help="Random sign flips of the randomization test.")
+              help="Compare results of different judges, prompt versions, test sets or settings anyway (the "
+                   "output says what differs).")
+@click.option("--seed", default=0, show_default=True, type=_COUNT, help="Seed of the bootstrap and the "
+                                                                        "randomization test.")
+@click.option("--n-perm", default=10000, show_default=True, type=_POSITIVE_INT, help="Random sign flips of the "
+                                                                                     "randomization test.")
 def compare_cmd(dirs: tuple[str, ...], runs: str | None, measures: str | None, alpha: float, fmt: str,
                 out: str | None, allow_different: bool, seed: int, n_perm: int) -> None:
     """Are the differences between runs real? Paired tests over one or more results folders.
@@ -469,8 +481,10 @@ def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True, help="uncertainty: least confident verdicts first; question: question by "
                                              "question; run: run by run, in rank order."),
         click.option("--limit", type=_POSITIVE_INT, help="Only the first N items (after ordering)."),
-        click.option("--only-unlabelled", is_flag=True, help="Leave out the (question, chunk) pairs that --qrels grades."),
-        click.option("--qrels", type=click.Path(dir_okay=False), help="The labels you already have (with --only-unlabelled)."),
+        click.option("--only-unlabelled", is_flag=True, help="Leave out the (question, chunk) pairs that "
+                                                             "--qrels grades."),
+        click.option("--qrels", type=click.Path(dir_okay=False), help="The labels you already have (with "
+                                                                      "--only-unlabelled)."),
     ]):
         fn = option(fn)
     return fn
@@ -482,7 +496,8 @@ def _selection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
               help="The proposals file (replaced atomically). label-studio also writes FILE's stem + "
                    ".label_config.xml, argilla FILE's stem + .settings.json.")
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "label-studio", "argilla"]), default="jsonl",
-              show_default=True, help="csv/jsonl for a spreadsheet or script; label-studio: tasks with pre-annotations; "
+              show_default=True, help="csv/jsonl for a spreadsheet or script; label-studio: tasks with "
+                                      "pre-annotations; "
                                       "argilla: records with suggestions.")
 def labels_propose(results: str, order: str, limit: int | None, only_unlabelled: bool, qrels: str | None,
                    out: str, fmt: str) -> None:
@@ -559,7 +574,8 @@ def labels_import(file: str, out: str, provenance: str | None, accept_unreviewed
               help="The audit config (TOML; `judge-eval audit init` writes a commented example).")
 @click.option("--out", type=click.Path(), metavar="DIR",
               help="The audit folder (default: output.dir/<audit id> of the config). Checked before any judge call.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a "
+                                                             "terminal).")
 @click.pass_context
 def audit(ctx: click.Context, config_path: str | None, out: str | None, progress: bool | None) -> None:
     """Nightly audit: score every run, gate against floors and a baseline, record the history.
