@@ -79,13 +79,11 @@ def evaluate_runs(
     """
     _check_threshold(threshold)
     resolved = resolve_measures(measures, ks)
+    qids = labelled_questions(qrels) if questions is None else list(dict.fromkeys(questions))
     if isinstance(qrels, QrelsColumns):
         labels = qrels
     else:
         grades_by_q: Mapping[str, Mapping[str, int]] = qrels.grades if isinstance(qrels, Qrels) else qrels
-        labels = None
-    qids = labelled_questions(qrels) if questions is None else list(dict.fromkeys(questions))
-    if labels is None:
         for qid in qids:
             _check_inputs([], grades_by_q.get(qid, {}))
         labels = QrelsColumns.from_qrels({qid: grades_by_q[qid] for qid in qids if qid in grades_by_q})
