@@ -15,15 +15,18 @@ runs of 10 chunks share to 20 unique chunks per question), starts the scripted s
 
 Cost: calls (requests the server answered), prompt and completion tokens (the server's usage,
 ceil(chars / 4)) for one run cold, R runs in a row on one cache cold, and the same again warm,
-against the floor (one decomposition per question + one call per unique chunk, divided by B for
-listwise judging); prompt tokens split into fixed instructions (the template text) and payload
+against the floor (one decomposition per question + for each run, its new chunks per question
+divided by B, rounded up); prompt tokens split into fixed instructions (the template text) and payload
 (question, statements, chunks, references substituted into it).
 
 Throughput: one cold run at each concurrency: the process's wall time, the judging wall (first
 request received to last answer sent, at the server) against the floor ceil(calls / concurrency)
 x latency, and the client's CPU (user + system time of the child process): warm (every answer
-cached: start-up, loading, cache reads, scoring) and per call ((cold CPU - warm CPU) / calls,
-the marginal client CPU of a request). Each measurement is repeated ``--repeat`` times and the
+cached: start-up, loading, cache reads, scoring) and per call (the marginal client CPU of a
+request: the CPU of a cold run of all questions minus that of a cold run of half of them, divided
+by the difference in calls; fixed costs such as imports cancel out, noisy to +-1 ms), and the
+CPU per call of the judge path alone (OpenAIJudge in a child process, timed around the calls
+only). Each measurement is repeated ``--repeat`` times and the
 best taken (the machine may be busy).
 """
 
@@ -95,16 +98,21 @@ class Bench:
         self.folder = folder
         self.questions, self.corpus, self.runs = write_dataset(folder, args.questions, args.runs, args.chunks,
                                                                 args.overlap)
+        # half the questions: the slope between the two sizes is the marginal CPU of a call
+        (folder / "half").mkdir()
+        self.half = write_dataset(folder / "half", max(1, args.questions // 2), 1, args.chunks, args.overlap)
         self.env = dict(os.environ, OPENAI_API_KEY="sk-bench")
         self.env.pop("OPENAI_BASE_URL", None)
         if args.client_path:
             self.env["PYTHONPATH"] = args.client_path
 
-    def score(self, server: ScriptedServer, cache: Path, run: Path, concurrency: int, listwise: int) -> Measured:
+    def score(self, server: ScriptedServer, cache: Path, run: Path, concurrency: int, listwise: int,
+              half: bool = False) -> Measured:
         """One ``score`` process; what the server saw and what the process spent."""
         server.reset_log()
-        cmd = [sys.executable, "-m", "judge_eval.cli", "score", "--data", str(self.questions),
-               "--corpus", str(self.corpus), "--run", f"r={run}", "--judge", "openai", "--model", "bench",
+        questions, corpus = (self.half[0], self.half[1]) if half else (self.questions, self.corpus)
+        cmd = [sys.executable, "-m", "judge_eval.cli", "score", "--data", str(questions),
+               "--corpus", str(corpus), "--run", f"r={run}", "--judge", "openai", "--model", "bench",
                "--base-url", server.base_url, "-k", str(self.args.chunks), "--cache", str(cache), "--no-progress",
                "--concurrency", str(concurrency), "--format", "json"]
         if listwise > 1:
@@ -131,9 +139,36 @@ class Bench:
                         getattr(server, "cached_tokens", 0), round(prompt_tokens * share),
                         prompt_tokens - round(prompt_tokens * share), wall, judge_wall, cpu)
 
+    def judge_cpu(self, server: ScriptedServer, calls: int, concurrency: int) -> float:
+        """Milliseconds of CPU per call of the judge path alone (a child process: one warm-up call,
+        then ``calls`` chunk verdicts at once through OpenAIJudge with a fresh cache, timed with
+        process_time, so start-up, imports and scoring are not in it)."""
+        code = f"""
+import asyncio, os, sys, tempfile, time
+from judge_eval.cache import ResponseCache
+from judge_eval.judge.openai_judge import OpenAIJudge
+async def main():
+    cache = ResponseCache(os.path.join(tempfile.mkdtemp(), "c.sqlite"))
+    judge = OpenAIJudge("bench", base_url={server.base_url!r}, api_key="x", cache=cache, concurrency={concurrency})
+    await judge.judge_chunk("Warm up?", ["a"], "warm up")
+    start = time.process_time()
+    await asyncio.gather(*(judge.judge_chunk(f"What is known about fact {{i}}?", ["Fact is true.", "Measured in 2001."],
+                                             f"Chunk {{i}} about the fact, measured in 2001 by team {{i}}.")
+                           for i in range({calls})))
+    print((time.process_time() - start) / {calls} * 1000)
+    await judge.aclose()
+asyncio.run(main())
+"""
+        proc = subprocess.run([sys.executable, "-c", code], env=self.env, cwd=self.folder, capture_output=True,
+                              text=True, timeout=600)
+        if proc.returncode != 0:
+            raise SystemExit(f"judge_cpu failed:\n{proc.stderr[-3000:]}")
+        self._child_cpu(proc)
+        return float(proc.stdout.strip().splitlines()[-1])
+
     _cpu_seen = 0.0
 
-    def _child_cpu(self, proc: subprocess.Popen) -> float:
+    def _child_cpu(self, proc: object) -> float:
         """CPU seconds of the child that just ended (RUSAGE_CHILDREN grows by it)."""
         import resource
 
@@ -144,7 +179,7 @@ class Bench:
 
     def best(self, measure, repeat: int) -> Measured:
         results = [measure() for _ in range(repeat)]
-        return min(results, key=lambda m: (m.cpu + m.wall))
+        return min(results, key=lambda m: m.cpu + m.wall)
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -162,7 +197,8 @@ class Bench:
                 cache = self.folder / f"cost-{b}-{n_runs}.sqlite"
                 cache.unlink(missing_ok=True)
                 uniq = a.chunks if n_runs == 1 else unique
-                floor = a.questions * (1 + math.ceil(uniq / b))
+                # runs one after the other: run r brings `step` new chunks per question (the first K)
+                floor = a.questions * (1 + sum(math.ceil((a.chunks if r == 0 else step) / b) for r in range(n_runs)))
                 verdicts = a.questions * uniq
                 for state in ("cold", "warm"):
                     tot = Measured(0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
@@ -179,8 +215,8 @@ class Bench:
         print(f"\n## throughput: one run, {a.questions} questions x {a.chunks} chunks, latency "
               f"{a.latency * 1000:.0f} ms, best of {a.repeat}")
         print("| B | concurrency | calls | process wall | judging wall | floor | judging / floor "
-              "| client CPU warm | client CPU per call |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| client CPU warm | CPU per call: process slope | CPU per call: judge path |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for b in listwise:
             for c in concurrency:
                 def cold(c: int = c, b: int = b) -> Measured:
@@ -191,13 +227,20 @@ class Bench:
                 def warm(c: int = c, b: int = b) -> Measured:
                     return self.score(server, self.folder / f"tp-{b}-{c}.sqlite", self.runs[0], c, b)
 
+                def cold_half(c: int = c, b: int = b) -> Measured:
+                    cache = self.folder / f"tp-half-{b}-{c}.sqlite"
+                    cache.unlink(missing_ok=True)
+                    return self.score(server, cache, self.half[2][0], c, b, half=True)
+
                 m = self.best(cold, a.repeat)
                 w = self.best(warm, a.repeat)
+                h = self.best(cold_half, a.repeat)
                 floor = math.ceil(m.calls / c) * a.latency
-                per_call = (m.cpu - w.cpu) / m.calls * 1000 if m.calls else 0.0
+                per_call = (m.cpu - h.cpu) / (m.calls - h.calls) * 1000 if m.calls > h.calls else 0.0
                 ratio = f"{m.judge_wall / floor:.2f}x" if floor else "-"
+                path = min(self.judge_cpu(server, m.calls, c) for _ in range(a.repeat))
                 print(f"| {b} | {c} | {m.calls} | {m.wall:.2f} s | {m.judge_wall:.2f} s | {floor:.2f} s | {ratio} "
-                      f"| {w.cpu:.2f} s | {per_call:.2f} ms |")
+                      f"| {w.cpu:.2f} s | {per_call:.2f} ms | {path:.2f} ms |")
 
 
 def _ints(text: str) -> list[int]:

@@ -257,7 +257,8 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
 @click.option("--cache-mode", type=click.Choice(["use", "refresh", "replay", "off"]), default="use", show_default=True,
               help="use: read and write; refresh: ask again and overwrite; replay: cached answers only, no request "
                    "(a miss is a judge error); off: no cache.")
-@click.option("--concurrency", default=8, show_default=True, type=_POSITIVE_INT, help="Judge calls in flight at once.")
+@click.option("--concurrency", default=32, show_default=True, type=_POSITIVE_INT,
+              help="Judge calls in flight at once (see docs/judge.md, *Concurrency*).")
 @click.option("--samples", default=1, show_default=True, type=_POSITIVE_INT,
               help="Ask the judge N times per chunk; majority vote.")
 @click.option("--listwise", default=1, show_default=True, type=_POSITIVE_INT, metavar="B",

@@ -260,7 +260,7 @@ class Runner:
         self,
         judge: Judge,
         *,
-        concurrency: int = 8,
+        concurrency: int = 32,
         samples: int = 1,
         budget: Budget = Budget(),
         pricing: Pricing = Pricing(),
@@ -382,24 +382,42 @@ class Runner:
             finish(task, statements, raw, verified, result)
 
         async def judge_listwise(tasks: list[ChunkTask], statements: list[str]) -> None:
-            """Chunks of one question, judged in one call per sample (the evidence check and the
-            vote per chunk, as for a chunk judged alone)."""
+            """The chunks of one question: per sample, those in the cache first (no call), then
+            the others in calls of up to ``listwise`` chunks, at once; the evidence check and the
+            vote per chunk, as for a chunk judged alone."""
             judge_chunks = self.judge.judge_chunks  # type: ignore[attr-defined]
-            texts = [t.chunk for t in tasks]
+            cached = getattr(self.judge, "cached_chunks", None)
+            question, texts, n = tasks[0].question, [t.chunk for t in tasks], len(tasks)
             raws: list[list[ChunkVerdict]] = [[] for _ in tasks]
             verified: list[list[VerifiedVerdict]] = [[] for _ in tasks]
-            failure: Failure | None = None
+            failures: list[Failure | None] = [None] * n
             for sample in range(self.samples):
-                resp = await call(lambda sample=sample: judge_chunks(tasks[0].question, statements, texts,
-                                                                     sample=sample), len(tasks))
-                if isinstance(resp, Failure):
-                    failure = resp
-                    break
-                for i, one in enumerate(resp):
+                todo = [i for i in range(n) if failures[i] is None]
+                hits = cached(question, statements, [texts[i] for i in todo], sample) if cached else [None] * len(todo)
+                answers: dict[int, Any] = {}
+                for i, hit in zip(todo, hits, strict=True):
+                    if hit is not None:
+                        answers[i] = hit
+                        self._account(acct, 0, Usage(), hit.saved_usage)
+                        acct.cache_hits += 1
+                misses = [i for i in todo if i not in answers]
+
+                async def ask(group: list[int], sample: int = sample, answers: dict[int, Any] = answers) -> None:
+                    resp = await call(lambda: judge_chunks(question, statements, [texts[i] for i in group],
+                                                           sample=sample), len(group))
+                    for k, i in enumerate(group):
+                        if isinstance(resp, Failure):
+                            failures[i] = resp
+                        else:
+                            answers[i] = resp[k]
+
+                await asyncio.gather(*(ask(misses[k : k + self.listwise])
+                                       for k in range(0, len(misses), self.listwise)))
+                for i, one in answers.items():
                     raws[i].append(one.value)
                     verified[i].append(verify(one.value, texts[i], len(statements)))
             for i, task in enumerate(tasks):
-                finish(task, statements, raws[i], verified[i], failure)
+                finish(task, statements, raws[i], verified[i], failures[i])
 
         def finish(task: ChunkTask | JointTask, statements: list[str], raw: list[ChunkVerdict],
                    verified: list[VerifiedVerdict], result: VerifiedVerdict | Failure | None) -> None:
@@ -450,8 +468,7 @@ class Runner:
                 for t in mine:
                     if isinstance(t, ChunkTask):
                         groups.setdefault(t.question, []).append(t)
-                batches = [g[i : i + self.listwise] for g in groups.values() for i in range(0, len(g), self.listwise)]
-                await asyncio.gather(*(judge_listwise(b, statements) for b in batches),
+                await asyncio.gather(*(judge_listwise(g, statements) for g in groups.values()),
                                      *(judge_one(t, statements) for t in mine if not isinstance(t, ChunkTask)))
             else:
                 await asyncio.gather(*(judge_one(t, statements) for t in mine))

@@ -339,6 +339,13 @@ class JudgeCore:
             **fields,
         }
 
+    def cached_chunks(
+        self, question: str, statements: list[str], chunks: list[str], sample: int = 0
+    ) -> list[JudgeResponse[ChunkVerdict] | None]:
+        """Each chunk's verdict from the cache (listwise or pointwise), as a hit, or None: what
+        the runner need not ask, so it groups only the others into listwise calls."""
+        return [self._cached_verdict(question, list(statements), c, sample) for c in chunks]
+
     def listwise_prompt(self) -> Prompt:
         """The ``judge_chunks`` prompt: the selected version, else the default."""
         return self.prompts.get("judge_chunks") or load_prompt("judge_chunks")
@@ -383,14 +390,19 @@ class JudgeCore:
 
         return usable, values
 
+    def _listwise_rows_exist(self) -> bool:
+        """Whether the cache may hold listwise answers of this judge's listwise prompt (looked up
+        once; True from the first one stored)."""
+        if self.cache is None or self.cache.mode == "off" or not getattr(self.transport, "listwise", False):
+            return False
+        if self._listwise_rows is None:
+            self._listwise_rows = self.cache.has_prompt(self.listwise_prompt().id)
+        return self._listwise_rows
+
     def _listwise_hit(self, question: str, statements: list[str], chunk: str, sample: int) -> Any:
         """A listwise verdict of ``chunk`` in the cache, as a hit; None when there is none (or
         the transport does not judge listwise)."""
-        if self.cache is None or not getattr(self.transport, "listwise", False):
-            return None
-        if self._listwise_rows is None:  # looked up once: a cache that holds no listwise answer
-            self._listwise_rows = self.cache.has_prompt(self.listwise_prompt().id)
-        if not self._listwise_rows:
+        if self.cache is None or not self._listwise_rows_exist():
             return None
         inputs = {"question": question, "statements": list(statements), "chunk": chunk}
         usable, values = self._usable(self.prompts["judge_chunk"], inputs)
@@ -441,10 +453,6 @@ class JudgeCore:
     async def ask(self, task: str, sample: int = 0, **inputs: Any) -> JudgeResponse[Any]:
         """Answer one task (``decompose``, ``judge_chunk``) with the selected prompt."""
         prompt = self.prompts[task]
-        if task == "judge_chunk" and self.cache is not None and self.cache.mode != "off":
-            hit = self._listwise_hit(inputs["question"], inputs["statements"], inputs["chunk"], sample)
-            if hit is not None:
-                return hit
         request = self.request(prompt, inputs, sample)
         claim: Claim | None = None
         looked_up: tuple[dict[str, Any], str] | None = None
@@ -452,6 +460,11 @@ class JudgeCore:
             asked = self.key_request(request)
             key = cache_key(asked)
             looked_up = (asked, key)
+            if task == "judge_chunk" and self._listwise_rows_exist() and self.cache.peek(key) is None:
+                # not answered alone: answered in a listwise call? (only when the cache has such rows)
+                hit = self._listwise_hit(inputs["question"], inputs["statements"], inputs["chunk"], sample)
+                if hit is not None:
+                    return hit
             values: dict[str, Any] = {}
 
             def usable(entry: CacheEntry) -> bool:

@@ -305,7 +305,7 @@ class OpenAITransport:
         cache: ResponseCache | None = None,
         timeout: float = 60.0,
         max_attempts: int = 5,
-        concurrency: int = 8,
+        concurrency: int = 32,
         namespace: str | None = None,
         max_retry_wait: float = 60.0,
         retry_base_wait: float = 1.0,
@@ -658,7 +658,8 @@ class OpenAITransport:
         async with self._sem:
             acct.calls += 1
             try:
-                completion = await client.chat.completions.create(**_typed(kwargs))
+                raw = await client.chat.completions.with_raw_response.create(**_typed(kwargs))
+                completion = raw.http_response.json()  # a dict: the SDK's models are not built
             except openai.APITimeoutError:
                 raise _Retryable("timeout", f"no answer within {self.timeout:g}s") from None
             except openai.APIConnectionError as exc:
@@ -698,9 +699,9 @@ class OpenAITransport:
                 self._answered = True
                 raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
             self._answered = True
-        if not hasattr(completion, "choices") or not completion.choices:
+        if not _has_choices(completion):
             raise _Retryable("server_error", "the response has no choices")
-        acct.usage = acct.usage + usage_of(getattr(completion, "usage", None))
+        acct.usage = acct.usage + usage_of(completion.get("usage"))
         return completion
 
     @staticmethod
@@ -819,6 +820,15 @@ def _typed(body: Mapping[str, Any]) -> dict[str, Any]:
     and the response format's JSON schema against its typed parameters, about 1.5 ms of CPU a
     request, to send the same JSON."""
     return {"model": body["model"], "messages": [], "extra_body": {k: v for k, v in body.items() if k != "model"}}
+
+
+def _has_choices(completion: Any) -> bool:
+    """Whether a chat completion body has a first choice with a message (text or not)."""
+    if not isinstance(completion, Mapping):
+        return False
+    choices = completion.get("choices")
+    return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], Mapping)
+            and isinstance(choices[0].get("message", {}), (Mapping, type(None))))
 
 
 def usage_of(usage: Any) -> Usage:

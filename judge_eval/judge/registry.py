@@ -64,7 +64,7 @@ class JudgeSettings:
     temperature: float = 0.0
     seed: int | None = 0
     timeout: float = 60.0
-    concurrency: int = 8
+    concurrency: int = 32
     judge_id: str | None = None
     prompts: Mapping[str, Prompt] = field(default_factory=select_prompts)
     cache: str | os.PathLike[str] | ResponseCache | Any | None = None

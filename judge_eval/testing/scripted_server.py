@@ -373,6 +373,9 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a client opening 32 connections at once has most of
+    # its SYNs dropped and retried a second later, which looks like a slow client
+    request_queue_size = 256
     owner: ScriptedServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
