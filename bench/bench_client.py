@@ -21,13 +21,12 @@ divided by B, rounded up); prompt tokens split into fixed instructions (the temp
 
 Throughput: one cold run at each concurrency: the process's wall time, the judging wall (first
 request received to last answer sent, at the server) against the floor ceil(calls / concurrency)
-x latency, and the client's CPU (user + system time of the child process): warm (every answer
-cached: start-up, loading, cache reads, scoring) and per call (the marginal client CPU of a
-request: the CPU of a cold run of all questions minus that of a cold run of half of them, divided
-by the difference in calls; fixed costs such as imports cancel out, noisy to +-1 ms), and the
-CPU per call of the judge path alone (OpenAIJudge in a child process, timed around the calls
-only). Each measurement is repeated ``--repeat`` times and the
-best taken (the machine may be busy).
+x latency, and the client's CPU (user + system time of the child process) cold and warm (every
+answer cached: start-up, loading, cache reads, scoring), and per call: the marginal CPU of a
+request of the judge path (OpenAIJudge in a child process, one warm-up request, then the calls
+timed with process_time, so start-up, imports and scoring are not in it; the difference of two
+whole-process runs of different sizes was tried and is too noisy on a shared machine). Each
+measurement is repeated ``--repeat`` times and the best taken (the machine may be busy).
 """
 
 from __future__ import annotations
@@ -98,21 +97,16 @@ class Bench:
         self.folder = folder
         self.questions, self.corpus, self.runs = write_dataset(folder, args.questions, args.runs, args.chunks,
                                                                 args.overlap)
-        # half the questions: the slope between the two sizes is the marginal CPU of a call
-        (folder / "half").mkdir()
-        self.half = write_dataset(folder / "half", max(1, args.questions // 2), 1, args.chunks, args.overlap)
         self.env = dict(os.environ, OPENAI_API_KEY="sk-bench")
         self.env.pop("OPENAI_BASE_URL", None)
         if args.client_path:
             self.env["PYTHONPATH"] = args.client_path
 
-    def score(self, server: ScriptedServer, cache: Path, run: Path, concurrency: int, listwise: int,
-              half: bool = False) -> Measured:
+    def score(self, server: ScriptedServer, cache: Path, run: Path, concurrency: int, listwise: int) -> Measured:
         """One ``score`` process; what the server saw and what the process spent."""
         server.reset_log()
-        questions, corpus = (self.half[0], self.half[1]) if half else (self.questions, self.corpus)
-        cmd = [sys.executable, "-m", "judge_eval.cli", "score", "--data", str(questions),
-               "--corpus", str(corpus), "--run", f"r={run}", "--judge", "openai", "--model", "bench",
+        cmd = [sys.executable, "-m", "judge_eval.cli", "score", "--data", str(self.questions),
+               "--corpus", str(self.corpus), "--run", f"r={run}", "--judge", "openai", "--model", "bench",
                "--base-url", server.base_url, "-k", str(self.args.chunks), "--cache", str(cache), "--no-progress",
                "--concurrency", str(concurrency), "--format", "json"]
         if listwise > 1:
@@ -215,7 +209,7 @@ asyncio.run(main())
         print(f"\n## throughput: one run, {a.questions} questions x {a.chunks} chunks, latency "
               f"{a.latency * 1000:.0f} ms, best of {a.repeat}")
         print("| B | concurrency | calls | process wall | judging wall | floor | judging / floor "
-              "| client CPU warm | CPU per call: process slope | CPU per call: judge path |")
+              "| client CPU cold | client CPU warm | client CPU per call |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for b in listwise:
             for c in concurrency:
@@ -227,20 +221,13 @@ asyncio.run(main())
                 def warm(c: int = c, b: int = b) -> Measured:
                     return self.score(server, self.folder / f"tp-{b}-{c}.sqlite", self.runs[0], c, b)
 
-                def cold_half(c: int = c, b: int = b) -> Measured:
-                    cache = self.folder / f"tp-half-{b}-{c}.sqlite"
-                    cache.unlink(missing_ok=True)
-                    return self.score(server, cache, self.half[2][0], c, b, half=True)
-
                 m = self.best(cold, a.repeat)
                 w = self.best(warm, a.repeat)
-                h = self.best(cold_half, a.repeat)
                 floor = math.ceil(m.calls / c) * a.latency
-                per_call = (m.cpu - h.cpu) / (m.calls - h.calls) * 1000 if m.calls > h.calls else 0.0
                 ratio = f"{m.judge_wall / floor:.2f}x" if floor else "-"
                 path = min(self.judge_cpu(server, m.calls, c) for _ in range(a.repeat))
                 print(f"| {b} | {c} | {m.calls} | {m.wall:.2f} s | {m.judge_wall:.2f} s | {floor:.2f} s | {ratio} "
-                      f"| {w.cpu:.2f} s | {per_call:.2f} ms | {path:.2f} ms |")
+                      f"| {m.cpu:.2f} s | {w.cpu:.2f} s | {path:.2f} ms |")
 
 
 def _ints(text: str) -> list[int]:

@@ -378,17 +378,22 @@ class JudgeCore:
         request = CompletionRequest(self.listwise_prompt(), inputs, [], self.decoding.for_sample(sample), int(sample))
         return cache_key(self._listwise_key_request(request, chunk))
 
-    def _usable(self, prompt: Prompt, inputs: Mapping[str, Any]) -> Any:
+    def _found(self, key: str, inputs: Mapping[str, Any]) -> JudgeResponse[ChunkVerdict] | None:
+        """The chunk verdict stored under ``key`` that still validates for ``inputs``, as a hit."""
+        assert self.cache is not None
         values: dict[str, Any] = {}
 
         def usable(entry: CacheEntry) -> bool:
             try:
-                values[entry.key] = prompt.validate(entry.response, inputs)
+                values[entry.key] = self.prompts["judge_chunk"].validate(entry.response, inputs)
             except InvalidOutput:
                 return False
             return True
 
-        return usable, values
+        entry = self.cache.find(key, accept=usable)
+        if entry is None:
+            return None
+        return JudgeResponse(value=values[entry.key], calls=0, cache_hit=True, saved_usage=entry.usage)
 
     def _listwise_rows_exist(self) -> bool:
         """Whether the cache may hold listwise answers of this judge's listwise prompt (looked up
@@ -405,11 +410,7 @@ class JudgeCore:
         if self.cache is None or not self._listwise_rows_exist():
             return None
         inputs = {"question": question, "statements": list(statements), "chunk": chunk}
-        usable, values = self._usable(self.prompts["judge_chunk"], inputs)
-        entry = self.cache.find(self.listwise_key(question, statements, chunk, sample), accept=usable)
-        if entry is None:
-            return None
-        return JudgeResponse(value=values[entry.key], calls=0, cache_hit=True, saved_usage=entry.usage)
+        return self._found(self.listwise_key(question, statements, chunk, sample), inputs)
 
     def _cached_verdict(self, question: str, statements: list[str], chunk: str, sample: int) -> Any:
         """``chunk``'s verdict from the cache, listwise or pointwise, as a hit; else None."""
@@ -418,35 +419,17 @@ class JudgeCore:
         hit = self._listwise_hit(question, statements, chunk, sample)
         if hit is not None:
             return hit
-        inputs = {"question": question, "statements": list(statements), "chunk": chunk}
-        prompt = self.prompts["judge_chunk"]
-        request = self.request(prompt, inputs, sample)
-        usable, values = self._usable(prompt, request.inputs)
-        entry = self.cache.find(cache_key(self.key_request(request)), accept=usable)
-        if entry is None:
-            return None
-        return JudgeResponse(value=values[entry.key], calls=0, cache_hit=True, saved_usage=entry.usage)
+        request = self.request(self.prompts["judge_chunk"], {"question": question, "statements": list(statements),
+                                                             "chunk": chunk}, sample)
+        return self._found(cache_key(self.key_request(request)), request.inputs)
 
     async def _answer_listwise(
         self, request: CompletionRequest, spent: _Spent
     ) -> tuple[ChunkVerdicts, Mapping[str, Any] | None]:
         """A listwise answer (one repair when it is not valid JSON of the schema) and the key
         fields it was made with; nothing is stored here."""
-        first = await self._complete(request, spent)
-        try:
-            return self._value(request, first), first.key_fields
-        except InvalidOutput as bad:
-            repair = [
-                *request.messages,
-                {"role": "assistant", "content": first.text or ""},
-                {"role": "user", "content": repair_text(bad, request.messages)},
-            ]
-            second = await self._complete(dataclasses.replace(request, messages=repair, repair=first), spent)
-            try:
-                return self._value(request, second), first.key_fields
-            except InvalidOutput as still:
-                raise JudgeCallError("truncated" if still.truncated else "invalid_output", still.message,
-                                     calls=spent.calls, usage=spent.usage) from None
+        value, first = await self._valid(request, spent)
+        return value, first.key_fields
 
     # -- the path -----------------------------------------------------------------------------
 
@@ -512,16 +495,12 @@ class JudgeCore:
             return request.prompt.validate(completion.data, request.inputs)
         return request.prompt.parse_answer(completion.text, request.inputs, truncated=completion.truncated)
 
-    async def _answer(
-        self, request: CompletionRequest, spent: _Spent, looked_up: tuple[dict[str, Any], str] | None = None
-    ) -> JudgeResponse[Any]:
-        """Ask the transport (one repair on an invalid answer) and cache the valid answer.
-        ``looked_up``: the key request and key the cache was searched under; the answer is stored
-        under them unless the transport answered with other key fields (another format)."""
-        prompt = request.prompt
+    async def _valid(self, request: CompletionRequest, spent: _Spent) -> tuple[Any, Completion]:
+        """A valid answer to ``request`` (one repair on an invalid one) and the first completion
+        (whose key fields the answer is stored under)."""
         first = await self._complete(request, spent)
         try:
-            value = self._value(request, first)
+            return self._value(request, first), first
         except InvalidOutput as bad:
             repair = [
                 *request.messages,
@@ -530,16 +509,25 @@ class JudgeCore:
             ]
             second = await self._complete(dataclasses.replace(request, messages=repair, repair=first), spent)
             try:
-                value = self._value(request, second)
+                return self._value(request, second), first
             except InvalidOutput as still:
                 scrub = getattr(self.transport, "scrub", None)
                 message = scrub(still.message) if scrub is not None else still.message
                 raise JudgeCallError(
                     "truncated" if still.truncated else "invalid_output",
-                    f"{prompt.id} via {self.identity}: invalid answer after one repair: {message}",
+                    f"{request.prompt.id} via {self.identity}: invalid answer after one repair: {message}",
                     calls=spent.calls,
                     usage=spent.usage,
                 ) from None
+
+    async def _answer(
+        self, request: CompletionRequest, spent: _Spent, looked_up: tuple[dict[str, Any], str] | None = None
+    ) -> JudgeResponse[Any]:
+        """Ask the transport (one repair on an invalid answer) and cache the valid answer.
+        ``looked_up``: the key request and key the cache was searched under; the answer is stored
+        under them unless the transport answered with other key fields (another format)."""
+        prompt = request.prompt
+        value, first = await self._valid(request, spent)
 
         if self.cache is not None:
             fields = first.key_fields if first.key_fields is not None else self.key_fields(request)

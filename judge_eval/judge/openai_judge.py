@@ -382,6 +382,7 @@ class OpenAITransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._create: Any = None
         self._probe_lock: asyncio.Lock | None = None
 
     def _azure_settings(
@@ -447,6 +448,8 @@ class OpenAITransport:
                     )
             else:
                 self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.__api_key, **common)
+            # the raw-response wrapper is rebuilt on every attribute access: made once per client
+            self._create = self._client.chat.completions.with_raw_response.create
             self._sem = asyncio.Semaphore(self.concurrency)
             self._probe_lock = asyncio.Lock()
             self._loop = loop
@@ -658,7 +661,7 @@ class OpenAITransport:
         async with self._sem:
             acct.calls += 1
             try:
-                raw = await client.chat.completions.with_raw_response.create(**_typed(kwargs))
+                raw = await self._create(**_typed(kwargs))
                 completion = raw.http_response.json()  # a dict: the SDK's models are not built
             except openai.APITimeoutError:
                 raise _Retryable("timeout", f"no answer within {self.timeout:g}s") from None
