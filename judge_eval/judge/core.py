@@ -326,6 +326,12 @@ class JudgeCore:
         """The dictionary hashed into the cache key and stored as the row's ``request``: identity,
         prompt id, messages, decoding parameters, sample index and the transport's ``fields``
         (default: :meth:`key_fields`). Never a credential."""
+        return self._key_request(request, {"messages": request.messages}, fields)
+
+    def _key_request(
+        self, request: CompletionRequest, content: Mapping[str, Any], fields: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Identity, prompt id, what was asked (``content``), decoding, sample, transport fields."""
         fields = self.key_fields(request) if fields is None else fields
         clash = CORE_KEY_FIELDS & set(fields)
         if clash:
@@ -333,7 +339,7 @@ class JudgeCore:
         return {
             "identity": self.identity,
             "prompt": request.prompt.id,
-            "messages": request.messages,
+            **content,
             **request.decoding.key_fields(),
             "sample": request.sample,
             **fields,
@@ -357,20 +363,9 @@ class JudgeCore:
         :meth:`key_request` holds, with the chunk's inputs (``item``: question, statements,
         chunk) and a digest of the template instead of the rendered messages, so it does not
         depend on the other chunks of the call nor on how many there were."""
-        fields = self.key_fields(request) if fields is None else fields
-        clash = CORE_KEY_FIELDS & set(fields)
-        if clash:
-            raise ValueError(f"transport key_fields may not set {sorted(clash)}")
-        return {
-            "identity": self.identity,
-            "prompt": request.prompt.id,
-            "template": _digest(request.prompt.template),
-            "item": {"question": request.inputs["question"], "statements": list(request.inputs["statements"]),
-                     "chunk": chunk},
-            **request.decoding.key_fields(),
-            "sample": request.sample,
-            **fields,
-        }
+        item = {"question": request.inputs["question"], "statements": list(request.inputs["statements"]),
+                "chunk": chunk}
+        return self._key_request(request, {"template": _digest(request.prompt.template), "item": item}, fields)
 
     def listwise_key(self, question: str, statements: list[str], chunk: str, sample: int = 0) -> str:
         """The cache key of ``chunk``'s verdict when it is judged listwise (any batch size)."""

@@ -655,7 +655,7 @@ class OpenAITransport:
         return None
 
     async def _once(self, kwargs: dict[str, Any], acct: _Account, fmt: str) -> Any:
-        client = self._ensure()
+        self._ensure()
         openai = _openai()
         assert self._sem is not None
         async with self._sem:
