@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from judge_eval.metrics.missing import MissingReason
-from judge_eval.metrics.trust import Trust
 from judge_eval.run import Accounting, ErrorTolerance
+
+if TYPE_CHECKING:  # scipy comes with it: only runs with human labels pay for that import
+    from judge_eval.metrics.trust import Trust
 
 __all__ = ["DatasetInfo", "JudgeInfo", "MissingReason", "Results", "Settings"]
 
