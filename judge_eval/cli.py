@@ -12,14 +12,11 @@ import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import click
 
 from judge_eval.errors import ConfigError, DataWarning, ExitCode, InputError, JudgeEvalError
-
-T = TypeVar("T")
-
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -29,15 +26,6 @@ def _fail(message: str, code: int = ExitCode.USAGE) -> NoReturn:
     sys.exit(int(code))
 
 
-def _guard(fn: Callable[[], T]) -> T:
-    """Run ``fn``; an error we raise on purpose -> one clear message on stderr and its exit code
-    (2 for bad input or configuration)."""
-    try:
-        return fn()
-    except JudgeEvalError as exc:  # InputError, ConfigError, CacheError, JudgeUnavailableError ...
-        _fail(str(exc), exc.exit_code)
-
-
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: Any = None, line: str | None = None) -> None:
     """Warnings reach the terminal as one line, ``warning: ...``, without a source line."""
@@ -45,7 +33,8 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 class _Group(click.Group):
-    """The command group: every failure becomes one message and a documented exit code."""
+    """The command group: every failure becomes one message and a documented exit code. Commands
+    therefore just call the Python API: a :class:`JudgeEvalError` they raise is reported here."""
 
     def invoke(self, ctx: click.Context) -> Any:
         with warnings.catch_warnings():
@@ -221,9 +210,9 @@ def metrics(qrels: str, run_specs: tuple[str, ...], ks: str, measures: str, thre
             return render_per_question(result.per_question, fmt)  # type: ignore[arg-type]
         return render(result.summary, fmt, with_ci=ci)  # type: ignore[arg-type]
 
-    text = _guard(run)
+    text = run()
     if out:
-        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
+        write_text(out, text if text.endswith("\n") else text + "\n")
     else:
         click.echo(text)
 
@@ -363,7 +352,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
             write_results(results, out, force=force)
         return results, tolerance
 
-    results, tolerance = _guard(run)
+    results, tolerance = run()
     click.echo(render_score_summary(results, fmt))  # type: ignore[arg-type]
     if out:
         click.echo(f"\nresults written to {out.rstrip('/')}/", err=True)
@@ -407,9 +396,9 @@ def agreement_cmd(results_dir: str, qrels: str, fmt: str, out: str | None, seed:
         result = agree(results_dir, qrels, columns=parse_columns(columns), seed=seed)
         return json.dumps(result.to_dict(), indent=2, ensure_ascii=False) if fmt == "json" else result.render()
 
-    text = _guard(run)
+    text = run()
     if out:
-        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
+        write_text(out, text if text.endswith("\n") else text + "\n")
     else:
         click.echo(text)
 
@@ -458,9 +447,9 @@ def compare_cmd(dirs: tuple[str, ...], runs: str | None, measures: str | None, a
                          measures=measures, alpha=alpha, seed=seed, n_perm=n_perm, allow_different=allow_different)
         return render(result, fmt)
 
-    text = _guard(run)
+    text = run()
     if out:
-        _guard(lambda: write_text(out, text if text.endswith("\n") else text + "\n"))
+        write_text(out, text if text.endswith("\n") else text + "\n")
     else:
         click.echo(text.rstrip("\n"))
 
@@ -514,8 +503,8 @@ def labels_propose(results: str, order: str, limit: int | None, only_unlabelled:
     """
     from judge_eval.labels import propose
 
-    proposals, paths = _guard(lambda: propose(results, out, fmt=fmt, order=order,  # type: ignore[arg-type]
-                                              limit=limit, only_unlabelled=only_unlabelled, qrels=qrels))
+    proposals, paths = propose(results, out, fmt=fmt, order=order,  # type: ignore[arg-type]
+                                              limit=limit, only_unlabelled=only_unlabelled, qrels=qrels)
     click.echo(f"{len(proposals.items)} proposals written to {', '.join(str(p) for p in paths)}", err=True)
 
 
@@ -536,8 +525,8 @@ def labels_review(results: str, order: str, limit: int | None, only_unlabelled: 
     """
     from judge_eval.labels import write_review_page
 
-    proposals = _guard(lambda: write_review_page(results, out, order=order,  # type: ignore[arg-type]
-                                                 limit=limit, only_unlabelled=only_unlabelled, qrels=qrels))
+    proposals = write_review_page(results, out, order=order,  # type: ignore[arg-type]
+                                                 limit=limit, only_unlabelled=only_unlabelled, qrels=qrels)
     click.echo(f"review page with {len(proposals.items)} items written to {out}", err=True)
 
 
@@ -563,7 +552,7 @@ def labels_import(file: str, out: str, provenance: str | None, accept_unreviewed
     """
     from judge_eval.labels import import_reviews
 
-    report = _guard(lambda: import_reviews(file, out, provenance=provenance, accept_unreviewed=accept_unreviewed))
+    report = import_reviews(file, out, provenance=provenance, accept_unreviewed=accept_unreviewed)
     click.echo(report.render())
 
 
@@ -601,8 +590,8 @@ def audit(ctx: click.Context, config_path: str | None, out: str | None, progress
     from judge_eval.audit import run_audit
     from judge_eval.audit.report import render_text
 
-    result = _guard(lambda: run_audit(config_path, out=out,
-                                      progress=sys.stderr.isatty() if progress is None else progress))
+    result = run_audit(config_path, out=out,
+                                      progress=sys.stderr.isatty() if progress is None else progress)
     click.echo(render_text(result.document))
     click.echo(f"\naudit {result.id} written to {str(result.folder).rstrip('/')}/ and recorded in the history",
                err=True)
@@ -621,7 +610,7 @@ def audit_init(out_file: str, force: bool) -> None:
 
     if Path(out_file).exists() and not force:
         _fail(f"--out: {out_file} exists; choose another file or add --force to replace it")
-    _guard(lambda: write_text(out_file, EXAMPLE))
+    write_text(out_file, EXAMPLE)
     click.echo(f"example audit config written to {out_file}; edit it, then: judge-eval audit --config {out_file}",
                err=True)
 
@@ -663,7 +652,7 @@ def history_list(history_path: str | None, config_path: str | None, limit: int |
 
     from judge_eval.audit.report import render_history
 
-    rows = _guard(lambda: _open_history(history_path, config_path).audits(limit=limit))
+    rows = _open_history(history_path, config_path).audits(limit=limit)
     click.echo(json.dumps(rows, indent=2) if fmt == "json" else render_history(rows))
 
 
@@ -679,7 +668,7 @@ def history_show(audit_id: str, history_path: str | None, config_path: str | Non
     from judge_eval.audit.report import render_text
     from judge_eval.report.markdown import audit_markdown
 
-    doc = _guard(lambda: _open_history(history_path, config_path).document(audit_id))
+    doc = _open_history(history_path, config_path).document(audit_id)
     click.echo(json.dumps(doc, indent=2, ensure_ascii=False) if fmt == "json"
                else audit_markdown(doc).rstrip("\n") if fmt == "markdown" else render_text(doc))
 
@@ -696,7 +685,7 @@ def history_trend(metric: str, history_path: str | None, config_path: str | None
     """METRIC over the recorded audits, oldest first: value, 95% CI and n per run."""
     from judge_eval.audit.report import render_trend
 
-    frame = _guard(lambda: _open_history(history_path, config_path).trend(metric, run=run_name, limit=limit))
+    frame = _open_history(history_path, config_path).trend(metric, run=run_name, limit=limit)
     if fmt == "csv":
         click.echo(frame.to_csv(index=False).rstrip("\n"))
     elif fmt == "json":
@@ -737,8 +726,8 @@ def report_cmd(folder: str, baseline: str | None, metric: str | None, limit: int
     """
     from judge_eval.report.render import write_report
 
-    written = _guard(lambda: write_report(folder, baseline=baseline, out=out, metric=metric, limit=limit,
-                                          with_plots=plots))
+    written = write_report(folder, baseline=baseline, out=out, metric=metric, limit=limit,
+                                          with_plots=plots)
     click.echo(f"{'audit ' if written.audit else ''}report written to {written.markdown} and {written.html}")
 
 
@@ -805,7 +794,7 @@ def batch_export(data: str, run_specs: tuple[str, ...], qrels: str | None, corpu
                             reasoning_effort=reasoning_effort, api_version=api_version, strict=strict,
                             no_answer=no_answer)
 
-    done = _guard(run)
+    done = run()
     if done.written:
         click.echo(f"{done.written} requests written to {out} ({done.answered} tasks already answered in the cache)",
                    err=True)
@@ -833,7 +822,7 @@ def batch_import(file: str, cache_path: str | None) -> None:
     """
     from judge_eval.judge.batch import import_results
 
-    report = _guard(lambda: import_results(_open_cache(cache_path), file))
+    report = import_results(_open_cache(cache_path), file)
     left = sum(report.not_answered.values())
     causes = ", ".join(f"{cause} {n}" for cause, n in sorted(report.not_answered.items()))
     click.echo(f"{report.lines} results read: {report.stored} answers stored, {report.already} already cached"
@@ -866,7 +855,7 @@ def cache_stats(cache_path: str | None) -> None:
     """Rows, judges, prompts and tokens saved."""
     import json
 
-    stats = _guard(lambda: _open_cache(cache_path).stats())
+    stats = _open_cache(cache_path).stats()
     click.echo(json.dumps(stats, indent=2, default=str))
 
 
@@ -877,7 +866,8 @@ def cache_export(cache_path: str | None, out: str) -> None:
     """Write every cached response to OUT as JSONL (no secrets: keys are never stored)."""
     from judge_eval.atomic import check_file
 
-    n = _guard(lambda: (check_file(out, option="OUT"), _open_cache(cache_path).export_jsonl(out))[1])
+    check_file(out, option="OUT")
+    n = _open_cache(cache_path).export_jsonl(out)
     click.echo(f"exported {n} responses to {out}", err=True)
 
 
@@ -886,7 +876,7 @@ def cache_export(cache_path: str | None, out: str) -> None:
 @click.argument("src", type=click.Path(dir_okay=False, exists=True))
 def cache_import(cache_path: str | None, src: str) -> None:
     """Add the responses in SRC (JSONL from `cache export`); existing keys are kept."""
-    n = _guard(lambda: _open_cache(cache_path, create=True).import_jsonl(src))
+    n = _open_cache(cache_path, create=True).import_jsonl(src)
     click.echo(f"imported {n} responses from {src}", err=True)
 
 
@@ -896,7 +886,7 @@ def cache_import(cache_path: str | None, src: str) -> None:
 @click.confirmation_option(prompt="Delete the cached responses?")
 def cache_clear(cache_path: str | None, identity: str | None) -> None:
     """Delete cached responses (all, or one judge's)."""
-    n = _guard(lambda: _open_cache(cache_path).clear(identity=identity))
+    n = _open_cache(cache_path).clear(identity=identity)
     click.echo(f"deleted {n} responses", err=True)
 
 
