@@ -275,7 +275,7 @@ def evaluate(
                               threshold=relevance_threshold, questions=labelled)
         frames.append(human)
         missing_frames.append(undefined_reasons(human, MissingReason.NO_RELEVANT_LABEL.value))
-        unlabelled = [qid for qid in ds.questions if qid not in set(labelled)]
+        unlabelled = [qid for qid in ds.questions if not labels.for_question(qid)]
         missing_frames.append(pd.DataFrame(
             [{"run": name, "question_id": qid, "measure": m, "reason": MissingReason.NO_HUMAN_LABEL.value}
              for name in ds.runs for qid in unlabelled for m in human.columns[2:]],

@@ -118,6 +118,6 @@ def trust(per_question: pd.DataFrame, verdicts: pd.DataFrame, qrels: Qrels | Map
     report = agreement(per_question, verdicts, grades, judge_threshold=judge_relevance,
                        human_threshold=relevance_threshold, n_boot=n_boot, seed=seed)
     questions = list(dict.fromkeys(per_question["question_id"]))
-    labelled = [q for q in questions if any(True for _ in grades.get(q, {}))]
+    labelled = [q for q in questions if grades.get(q)]
     return Trust(agreement=report, estimates=ppi_table(per_question, labelled), labelled_questions=len(labelled),
                  questions=len(questions))
