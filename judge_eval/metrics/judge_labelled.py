@@ -71,7 +71,7 @@ def judge_labelled_frame(grid: VerdictGrid, judge_relevance: int = 2) -> tuple[p
         for cell in row.cells:
             if cell.failure is not None:
                 failed.setdefault(row.question_id, set()).add(
-                    "budget" if cell.failure.cause == "budget" else "judge_error")
+                    MissingReason.BUDGET.value if cell.failure.cause == "budget" else MissingReason.JUDGE_ERROR.value)
             else:
                 grades.setdefault(row.question_id, {})[cell.chunk.id] = cell.verdict.capped_grade  # type: ignore[union-attr]
     truncated = {name: Run(name=name, rankings={qid: chunks[: grid.depth] for qid, chunks in run.rankings.items()
@@ -84,7 +84,8 @@ def judge_labelled_frame(grid: VerdictGrid, judge_relevance: int = 2) -> tuple[p
     missing: list[dict] = []
     for i, qid in enumerate(frame["question_id"]):
         if qid in failed:
-            reason = "budget" if failed[qid] == {"budget"} else MissingReason.JUDGE_ERROR.value
+            only_budget = failed[qid] == {MissingReason.BUDGET.value}
+            reason = MissingReason.BUDGET.value if only_budget else MissingReason.JUDGE_ERROR.value
             frame.loc[i, measure_cols] = np.nan
             for m in measure_cols:
                 missing.append({"run": frame.loc[i, "run"], "question_id": qid, "measure": JUDGE_PREFIX + m,
