@@ -315,7 +315,7 @@ def score(data: str, run_specs: tuple[str, ...], qrels: str | None, corpus: str 
         k_list = parse_ks(ks)
         tolerance = ErrorTolerance.parse(max_errors)
         if force and not out:
-            raise ConfigError("--force only applies to --out DIR", option="--force")
+            raise ConfigError("only applies to --out DIR", option="--force")
         if out:
             check_results_dir(out, force=force)
         results = evaluate(
@@ -443,8 +443,11 @@ def compare_cmd(dirs: tuple[str, ...], runs: str | None, measures: str | None, a
     def run() -> str:
         if out:
             check_file(out)
-        result = compare(list(dirs), runs=[r.strip() for r in runs.split(",") if r.strip()] if runs else None,
-                         measures=measures, alpha=alpha, seed=seed, n_perm=n_perm, allow_different=allow_different)
+        names = None if runs is None else [r.strip() for r in runs.split(",") if r.strip()]
+        if names == []:
+            raise ConfigError(f"{runs!r} names no run; write e.g. --runs bm25,dense", option="--runs")
+        result = compare(list(dirs), runs=names, measures=measures, alpha=alpha, seed=seed, n_perm=n_perm,
+                         allow_different=allow_different)
         return render(result, fmt)
 
     text = run()

@@ -118,6 +118,8 @@ def test_one_score_folder_compares_its_runs_in_every_format(tmp_path: Path) -> N
     (["--measures", "bogus@3"], ["unknown measure", "bogus@3"]),
     (["--alpha", "1.5"], ["--alpha"]),
     (["--runs", "a"], ["at least two runs"]),
+    (["--runs", ","], ["--runs", "names no run"]),
+    (["--runs", ""], ["--runs", "names no run"]),
 ])
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], words: list[str]) -> None:
     folder = write_folder(tmp_path / "r", {"a": [0.1, 0.2], "b": [0.2, 0.3]})
