@@ -510,5 +510,16 @@ def batch_specs(plan: Plan, samples: int = 1, statements: dict[str, list[str]] |
 
 
 def run_plan(runner: Runner, plan: Plan) -> JudgeOutcome:
-    """Synchronous wrapper around :meth:`Runner.run`."""
-    return asyncio.run(runner.run(plan))
+    """Synchronous wrapper around :meth:`Runner.run`: the run in an event loop of its own, whose
+    HTTP connections the judge closes before the loop ends (connections belong to one loop; the
+    judge opens new ones in the next)."""
+
+    async def run_and_close() -> JudgeOutcome:
+        try:
+            return await runner.run(plan)
+        finally:
+            close = getattr(runner.judge, "aclose", None)
+            if close is not None:
+                await close()
+
+    return asyncio.run(run_and_close())

@@ -1,7 +1,8 @@
-"""Azure OpenAI's classic deployment URLs (``openai.AsyncAzureOpenAI``): the judge reaches
+"""Azure OpenAI's classic deployment URLs: the judge reaches
 ``/openai/deployments/<deployment>/chat/completions?api-version=...`` with an ``api-key`` header
 (or an Entra ID token as a bearer token), and the key is in no output or cache byte. Through the
-real openai client against the scripted server, which serves Azure's paths too."""
+judge's real HTTP client (and, for batches, ``openai.AsyncAzureOpenAI``) against the scripted
+server, which serves Azure's paths too."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible judge against a real local HTTP server through the real openai client.
+"""The OpenAI-compatible judge against a real local HTTP server through its real HTTP client.
 
 The server (judge_eval.testing.scripted_server) answers from a scenario table and injects faults
 into a deterministic share of distinct requests. Backoffs are shortened (retry_base_wait) so the

@@ -31,10 +31,14 @@ does the cache, parsing, checks, the repair and storing):
 
 :class:`OpenAIJudge` is the judge core with this transport, built from one set of options.
 
-Secrets: the API key is given to the openai client and nowhere else. It is not in the cache key,
-any cache row, ``identity``, ``repr``, log or error message (messages are scrubbed of it, and
-errors are raised ``from None`` so the openai exception, whose request carries the
-``Authorization`` header, is not chained).
+HTTP: requests go through :mod:`judge_eval.judge.http` (aiohttp), not the openai SDK, whose
+request path cost about 2 ms of CPU per call; the SDK is kept for the Batch API (files, batches).
+A status error's text is the ``error.message`` of an OpenAI-style error body, else the body.
+
+Secrets: the API key is in the request headers (and the Batch API's openai client) and nowhere
+else. It is not in the cache key, any cache row, ``identity``, ``repr``, log or error message
+(messages are scrubbed of it, and errors are raised ``from None`` so nothing that held the
+headers is chained).
 """
 
 from __future__ import annotations
@@ -50,13 +54,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from judge_eval.cache import ResponseCache
 from judge_eval.errors import ConfigError, JudgeCallError
 from judge_eval.judge.core import Completion, CompletionRequest, Decoding, JudgeCore
+from judge_eval.judge.http import ConnectFailed, Disconnected, HTTPReply, JSONPoster, TimedOut
 from judge_eval.judge.prompts import PromptSelection
 from judge_eval.usage import Usage
 
@@ -83,6 +88,17 @@ __all__ = [
     "endpoint_identity",
     "usage_of",
 ]
+
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"judge-eval/{version('judge-eval')}"
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree that is not installed
+        return "judge-eval"
+
+
+_USER_AGENT = _user_agent()
 
 #: structured-output formats, best first; the client moves right only on a format refusal
 FORMAT_CHAIN: tuple[str, ...] = ("json_schema", "json_object", "text")
@@ -215,21 +231,6 @@ def _check_base_url(base_url: str) -> None:
             "base_url must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8080/v1; "
             f"got {_redact_url(base_url)!r}"
         )
-
-
-def _connect_failure(exc: BaseException) -> str | None:
-    """What stopped the connection from opening, when ``exc`` (an openai APIConnectionError)
-    comes from an httpx ``ConnectError`` (refused, unreachable, unknown host); else None."""
-    seen: list[BaseException] = []
-    cur: BaseException | None = exc.__cause__
-    while cur is not None and len(seen) < 20:
-        seen.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    if not any(type(e).__name__ == "ConnectError" for e in seen):
-        return None
-    if any(isinstance(e, ConnectionRefusedError) for e in seen):
-        return "connection refused"
-    return str(seen[0]) or type(seen[0]).__name__
 
 
 def _parse_retry_after(headers: Any) -> float | None:
@@ -379,11 +380,32 @@ class OpenAITransport:
         self._params_stored = False  # _params is what the cache remembers for the endpoint
         self._answered = False  # the endpoint sent an HTTP response to this judge at least once
         self._probe_open = False  # a probe failed (not on format): stop serialising tasks
+        self._http = JSONPoster(*self._route(), timeout=self.timeout, limit=self.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
-        self._create: Any = None
         self._probe_lock: asyncio.Lock | None = None
+
+    def _route(self) -> tuple[str, dict[str, str]]:
+        """The chat-completions URL and the headers of every request (as the openai SDK sends
+        them: ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` from the environment as its headers)."""
+        headers = {"User-Agent": _USER_AGENT}
+        if self.azure:
+            assert self.base_url is not None and self.api_version is not None
+            url = (f"{self.base_url}/openai/deployments/{quote(self.model, safe='')}/chat/completions"
+                   f"?api-version={quote(self.api_version, safe='')}")
+            if self._token:
+                headers["Authorization"] = f"Bearer {self.__api_key}"
+            else:
+                headers["api-key"] = self.__api_key
+            return url, headers
+        url = (self.base_url or "https://api.openai.com/v1").rstrip("/") + "/chat/completions"
+        headers["Authorization"] = f"Bearer {self.__api_key}"
+        for env, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+            if os.environ.get(env):
+                headers[header] = os.environ[env]
+        return url, headers
 
     def _azure_settings(
         self, base_url: str | None, api_key: str | None, api_version: str | None
@@ -421,11 +443,19 @@ class OpenAITransport:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _ensure(self) -> openai.AsyncOpenAI:
-        """The client, semaphore and probe lock of the running event loop (made on first use
-        in each loop: asyncio primitives and HTTP connections belong to one loop)."""
+    def _ensure(self) -> None:
+        """The semaphore and probe lock of the running event loop (made on first use in each
+        loop: asyncio primitives belong to one loop)."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._client is None:
+        if self._loop is not loop:
+            self._sem = asyncio.Semaphore(self.concurrency)
+            self._probe_lock = asyncio.Lock()
+            self._loop = loop
+
+    def client(self) -> openai.AsyncOpenAI:
+        """The openai client of the running event loop (for the Batch API: files, batches)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
             openai = _openai()
             # The SDK's default HTTP client schedules its own close on whatever loop runs when it
             # is garbage-collected, which fails for a client of an earlier, closed loop; the
@@ -448,16 +478,8 @@ class OpenAITransport:
                     )
             else:
                 self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.__api_key, **common)
-            # the raw-response wrapper is rebuilt on every attribute access: made once per client
-            self._create = self._client.chat.completions.with_raw_response.create
-            self._sem = asyncio.Semaphore(self.concurrency)
-            self._probe_lock = asyncio.Lock()
-            self._loop = loop
+            self._client_loop = loop
         return self._client
-
-    def client(self) -> openai.AsyncOpenAI:
-        """The openai client of the running event loop (for the Batch API: files, batches)."""
-        return self._ensure()
 
     @property
     def batch_url(self) -> str:
@@ -465,11 +487,13 @@ class OpenAITransport:
         return "/chat/completions" if self.azure else "/v1/chat/completions"
 
     async def aclose(self) -> None:
-        """Close the HTTP client (if it belongs to the running loop; a client of an earlier,
-        closed loop cannot be closed any more and is just dropped)."""
+        """Close the HTTP connections (those of the running loop; connections of an earlier,
+        closed loop cannot be closed any more and are just dropped). The transport stays usable:
+        the next request opens new ones."""
+        await self._http.aclose()
         if self._client is not None:
-            client, loop = self._client, self._loop
-            self._client, self._loop = None, None
+            client, loop = self._client, self._client_loop
+            self._client, self._client_loop = None, None
             if loop is asyncio.get_running_loop():
                 await client.close()
 
@@ -631,88 +655,100 @@ class OpenAITransport:
         return wait
 
     @staticmethod
-    def _error_text(exc: openai.APIStatusError) -> str:
-        body = exc.body
-        if isinstance(body, dict):
-            msg = body.get("message")
-            if isinstance(msg, str) and msg:
-                return msg
-        return str(exc.message)
+    def _error_fields(reply: HTTPReply) -> dict[str, Any]:
+        """The fields of an OpenAI-style error body (``{"error": {"message", "param", ...}}``, or
+        those fields at the top level); empty when the body is not a JSON object."""
+        try:
+            data = reply.json()
+        except ValueError:
+            return {}
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            data = data["error"]
+        return data if isinstance(data, dict) else {}
 
     @staticmethod
-    def _refused_param(exc: openai.APIStatusError, text: str, sent: Mapping[str, Any]) -> str | None:
+    def _error_text(reply: HTTPReply, fields: Mapping[str, Any]) -> str:
+        """The message of an error answer: its ``message`` field, else the body's text."""
+        msg = fields.get("message")
+        if isinstance(msg, str) and msg:
+            return msg
+        text = reply.body.decode("utf-8", errors="replace").strip()
+        return text or "(empty body)"
+
+    @staticmethod
+    def _refused_param(fields: Mapping[str, Any], text: str, sent: Mapping[str, Any]) -> str | None:
         """The parameter a 400/422 refuses (OpenAI's ``param`` field, else a quoted name in an
         "unsupported ..." message), when it is one we sent and could send otherwise; else None."""
         low = text.lower()
         if not any(word in low for word in _UNSUPPORTED_WORDS):
             return None
-        body = exc.body
-        named = body.get("param") if isinstance(body, dict) else None
+        named = fields.get("param")
         candidates = [named] if isinstance(named, str) and named else re.findall(r"['\"`](\w+)['\"`]", text)
         for name in candidates:
             if name in sent and name in ADAPTABLE_PARAMS:
                 return name
         return None
 
-    async def _once(self, kwargs: dict[str, Any], acct: _Account, fmt: str) -> Any:
+    async def _once(self, body: dict[str, Any], acct: _Account, fmt: str) -> Any:
         self._ensure()
-        openai = _openai()
         assert self._sem is not None
         async with self._sem:
             acct.calls += 1
             try:
-                raw = await self._create(**_typed(kwargs))
-                completion = raw.http_response.json()  # a dict: the SDK's models are not built
-            except openai.APITimeoutError:
+                reply = await self._http.post(body)
+            except TimedOut:
                 raise _Retryable("timeout", f"no answer within {self.timeout:g}s") from None
-            except openai.APIConnectionError as exc:
-                refused = _connect_failure(exc)
-                if refused is not None and not self._answered:
+            except ConnectFailed as exc:
+                if not self._answered:
                     # nothing listens there (or the host is unknown): retrying only delays the news
                     where = _redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1"
                     raise JudgeCallError(
                         "connection_refused",
-                        f"{self.identity}: cannot connect to {where} ({self.scrub(refused)}); is the server "
+                        f"{self.identity}: cannot connect to {where} ({self.scrub(exc.reason)}); is the server "
                         "running, and is the base URL right?",
                     ) from None
-                detail = type(exc.__cause__).__name__ if exc.__cause__ is not None else "connection error"
-                raise _Retryable("connection", f"connection failed ({detail})") from None
-            except openai.APIStatusError as exc:
-                self._answered = True
-                status = int(exc.status_code)
-                text = self.scrub(self._error_text(exc))[:500]
-                retry_after = _parse_retry_after(exc.response.headers)
-                if status == 429:
-                    raise _Retryable("rate_limited", f"HTTP 429: {text}", retry_after) from None
-                if status == 408:
-                    raise _Retryable("timeout", f"HTTP 408: {text}", retry_after) from None
-                param = self._refused_param(exc, text, kwargs) if status in (400, 422) else None
-                if param is not None:  # a reasoning model refusing max_tokens or temperature
-                    raise _ParamRejected(param, status, f"HTTP {status}: {text}") from None
-                if fmt != "text" and status in (400, 422, 500, 501) and self._names_format(text):
-                    # llama.cpp answers 400 (older builds 500) when it cannot use the format
-                    raise _FormatRejected(status, f"HTTP {status}: {text}") from None
-                if status >= 500:
-                    raise _Retryable("server_error", f"HTTP {status}: {text}", retry_after) from None
-                raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
-            except openai.APIError as exc:  # e.g. a 200 whose body is not a completion
-                self._answered = True
-                raise _Retryable("server_error", f"bad response: {self.scrub(str(exc))[:300]}") from None
-            except ValueError as exc:  # undecodable body (JSON or model validation error)
-                self._answered = True
-                raise _Retryable("server_error", f"bad response: {type(exc).__name__}") from None
+                raise _Retryable("connection", f"connection failed ({self.scrub(exc.reason)})") from None
+            except Disconnected as exc:
+                raise _Retryable("connection", f"connection failed ({exc.detail})") from None
             self._answered = True
+        if not 200 <= reply.status < 300:
+            self._status_error(reply, body, fmt)
+        try:
+            completion = reply.json()
+        except ValueError as exc:  # not JSON, or not UTF-8
+            raise _Retryable("server_error", f"bad response: the body is not JSON ({type(exc).__name__})") from None
         if not _has_choices(completion):
             raise _Retryable("server_error", "the response has no choices")
         acct.usage = acct.usage + usage_of(completion.get("usage"))
         return completion
+
+    def _status_error(self, reply: HTTPReply, body: Mapping[str, Any], fmt: str) -> None:
+        """Raise what an HTTP error status means: a retry (429, 408, 5xx), a refused parameter or
+        format (400/422 naming it), else a JudgeCallError ``http_<status>``."""
+        status = reply.status
+        fields = self._error_fields(reply)
+        text = self.scrub(self._error_text(reply, fields))[:500]
+        retry_after = _parse_retry_after(reply.headers)
+        if status == 429:
+            raise _Retryable("rate_limited", f"HTTP 429: {text}", retry_after) from None
+        if status == 408:
+            raise _Retryable("timeout", f"HTTP 408: {text}", retry_after) from None
+        param = self._refused_param(fields, text, body) if status in (400, 422) else None
+        if param is not None:  # a reasoning model refusing max_tokens or temperature
+            raise _ParamRejected(param, status, f"HTTP {status}: {text}") from None
+        if fmt != "text" and status in (400, 422, 500, 501) and self._names_format(text):
+            # llama.cpp answers 400 (older builds 500) when it cannot use the format
+            raise _FormatRejected(status, f"HTTP {status}: {text}") from None
+        if status >= 500:
+            raise _Retryable("server_error", f"HTTP {status}: {text}", retry_after) from None
+        raise JudgeCallError(f"http_{status}", f"{self.identity}: HTTP {status}: {text}") from None
 
     @staticmethod
     def _names_format(text: str) -> bool:
         low = text.lower()
         return any(word in low for word in _FORMAT_WORDS)
 
-    async def _request(self, kwargs: dict[str, Any], acct: _Account, fmt: str, prompt_id: str) -> Any:
+    async def _request(self, body: dict[str, Any], acct: _Account, fmt: str, prompt_id: str) -> Any:
         """One request with our retries; raises JudgeCallError (or _FormatRejected, _ParamRejected)."""
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
@@ -722,7 +758,7 @@ class OpenAITransport:
             sleep=asyncio.sleep,
         )
         try:
-            return await retrying(self._once, kwargs, acct, fmt)
+            return await retrying(self._once, body, acct, fmt)
         except _Retryable as exc:
             n = self.max_attempts
             raise JudgeCallError(
@@ -814,15 +850,6 @@ class OpenAITransport:
             calls=acct.calls,
             key_fields=self.key_fields(request, fmt),
         )
-
-
-def _typed(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of ``chat.completions.create`` that send ``body`` as it is: the
-    model, and everything else as ``extra_body`` (which, documented, takes precedence over the
-    typed parameters, here an empty ``messages``). The client would otherwise walk every message
-    and the response format's JSON schema against its typed parameters, about 1.5 ms of CPU a
-    request, to send the same JSON."""
-    return {"model": body["model"], "messages": [], "extra_body": {k: v for k, v in body.items() if k != "model"}}
 
 
 def _has_choices(completion: Any) -> bool:
