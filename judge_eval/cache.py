@@ -105,7 +105,8 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -125,6 +126,15 @@ SCHEMA_VERSION = "1"
 DEFAULT_LEASE = 60.0
 #: longest pause between two looks at a key another process is asking for
 MAX_POLL = 0.5
+
+#: Set by a scheduler (the runner) around one judge call: ``while_waiting()`` gives an async
+#: context that :meth:`ResponseCache.acquire` stays in while another process holds the key it
+#: wants. The runner's context gives back the task's concurrency slot and takes one again before
+#: the task goes on, so tasks waiting for another process's answers do not stop this process
+#: from asking for the ones nobody has claimed.
+while_waiting: ContextVar[Callable[[], AbstractAsyncContextManager[Any]] | None] = ContextVar(
+    "judge_eval_while_waiting", default=None
+)
 
 #: field names that must never appear anywhere in a stored request (checked case-insensitively)
 _SECRET_FIELDS = frozenset(
@@ -707,9 +717,9 @@ class ResponseCache:
 
         ``use`` / ``refresh``: wait (asyncio, polling every 20 ms growing to 0.5 s) while another
         live owner holds the key, until its answer appears (returned, counted as a hit) or its
-        claim goes away or expires (then claimed here). ``replay``: the stored answer or an
-        inactive claim (the caller reports the miss). ``off``: an inactive claim, the file is
-        not touched.
+        claim goes away or expires (then claimed here); the wait happens inside the context of
+        :data:`while_waiting`, when one is set. ``replay``: the stored answer or an inactive
+        claim (the caller reports the miss). ``off``: an inactive claim, the file is not touched.
         """
         if self.mode == "off":
             return Claim(self, key, active=False)
@@ -719,17 +729,25 @@ class ResponseCache:
             self._count(entry)
             return entry if entry is not None else Claim(self, key, active=False)
         delay = 0.02
-        while True:
-            got = self.try_acquire(key, accept=accept)
-            if isinstance(got, CacheEntry):
-                self._count(got)
-                return got
-            if got:
-                if self.reads:
-                    self._count(None)
-                return Claim(self, key, active=True)
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, MAX_POLL)
+        waiting: AbstractAsyncContextManager[Any] | None = None
+        try:
+            while True:
+                got = self.try_acquire(key, accept=accept)
+                if isinstance(got, CacheEntry):
+                    self._count(got)
+                    return got
+                if got:
+                    if self.reads:
+                        self._count(None)
+                    return Claim(self, key, active=True)
+                if waiting is None and (make := while_waiting.get()) is not None:
+                    waiting = make()
+                    await waiting.__aenter__()
+                await asyncio.sleep(delay)
+                delay = min(delay * 1.5, MAX_POLL)
+        finally:
+            if waiting is not None:
+                await waiting.__aexit__(None, None, None)
 
     def renew(self, key: str) -> bool:
         """Extend this object's lease on ``key`` by :attr:`lease` seconds; False if it no longer

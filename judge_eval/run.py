@@ -10,13 +10,15 @@ its retries is an error with its cause; it is never turned into a default answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from judge_eval.cache import while_waiting
 from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
 from judge_eval.judge.protocol import ChunkVerdict, Judge, Usage
@@ -340,9 +342,18 @@ class Runner:
 
         fatal: list[JudgeCallError] = []
 
+        @contextlib.asynccontextmanager
+        async def outside_gate() -> AsyncIterator[None]:
+            gate.release()  # waiting for another process's answer: let other tasks run meanwhile
+            try:
+                yield
+            finally:
+                await gate.acquire()
+
         async def call(make, tasks: int = 1):
             """Run one judge call (for ``tasks`` tasks) under the gate, or return a Failure
-            (budget / error)."""
+            (budget / error). While the call waits for an answer another process is asking for
+            (a claim in the shared cache), it gives its place in the gate to the next task."""
             async with gate:
                 if fatal:
                     acct.skipped += tasks
@@ -350,6 +361,7 @@ class Runner:
                 if self._budget_reached(acct):
                     acct.skipped += tasks
                     return Failure("budget", "not run: a --max-calls/--max-tokens/--max-cost budget was reached")
+                waiting = while_waiting.set(outside_gate)
                 try:
                     resp = await make()
                 except JudgeCallError as exc:
@@ -359,6 +371,8 @@ class Runner:
                     if exc.cause in FATAL_CAUSES:
                         fatal.append(exc)
                     return Failure(exc.cause, exc.message)
+                finally:
+                    while_waiting.reset(waiting)
                 for one in resp if isinstance(resp, list) else [resp]:
                     self._account(acct, one.calls, one.usage, one.saved_usage)
                     if one.cache_hit:

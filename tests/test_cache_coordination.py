@@ -129,6 +129,38 @@ def test_a_waiter_returns_the_other_owners_answer_as_a_cache_hit(tmp_path):
         assert waiter_cache.stats()["session"]["hits"] == 1
 
 
+def test_a_task_waiting_for_another_process_gives_its_slot_to_the_next_task(tmp_path):
+    """--concurrency 1, and the first reference is being asked by "another process": the runner
+    asks for the second one meanwhile instead of sitting in its only slot."""
+    from judge_eval.plan import Plan
+    from judge_eval.run import Runner, run_plan
+
+    path = tmp_path / "c.sqlite"
+    other = "Paris is the capital of France."
+    with ScriptedServer(Scenario(decompositions={REFERENCE: ["never asked"], other: [other]})) as server:
+        holder = ResponseCache(path)
+        holder_judge = make_judge(server, holder)
+        assert holder.try_acquire(decompose_key(holder_judge)) is True  # the other process's claim
+        seen_first: list[bool] = []
+
+        def answer_when_the_other_task_ran() -> None:
+            deadline = time.monotonic() + 5
+            while not server.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen_first.append(bool(server.requests))  # asked while the first task waited?
+            store(holder, holder_judge, STATEMENTS)
+
+        thread = threading.Thread(target=answer_when_the_other_task_ran)
+        thread.start()
+        judge = make_judge(server, ResponseCache(path))
+        outcome = run_plan(Runner(judge, concurrency=1), Plan(references=[REFERENCE, other]))
+        thread.join()
+    assert seen_first == [True]
+    assert [r["body"]["messages"][-1]["content"].count(other) > 0 for r in server.requests] == [True]
+    assert outcome.statements == {REFERENCE: STATEMENTS, other: [other]}
+    assert (outcome.accounting.calls, outcome.accounting.cache_hits, outcome.accounting.done) == (1, 1, 2)
+
+
 def test_a_waiter_asks_itself_when_the_other_owner_gives_up(tmp_path):
     path = tmp_path / "c.sqlite"
     with ScriptedServer(Scenario(decompositions={REFERENCE: STATEMENTS})) as server:
