@@ -116,6 +116,7 @@ from urllib.parse import quote
 from judge_eval._jsonpath import first_path
 from judge_eval.atomic import write_text
 from judge_eval.errors import InputError, JudgeEvalError
+from judge_eval.sqlite_tx import write_transaction
 from judge_eval.usage import Usage
 
 CacheMode = Literal["use", "refresh", "replay", "off"]
@@ -556,18 +557,8 @@ class ResponseCache:
             raise
         return conn
 
-    @staticmethod
-    @contextmanager
-    def _transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` (take the write lock now) ... ``COMMIT``, or ``ROLLBACK`` on error."""
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+    #: ``BEGIN IMMEDIATE`` ... ``COMMIT`` / ``ROLLBACK`` (:func:`judge_eval.sqlite_tx.write_transaction`)
+    _transaction = staticmethod(write_transaction)
 
     @contextmanager
     def _locked(self) -> Iterator[sqlite3.Connection]:

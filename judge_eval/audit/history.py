@@ -32,8 +32,8 @@ from typing import Any
 
 import pandas as pd
 
-from judge_eval.cache import ResponseCache
 from judge_eval.errors import ExitCode, JudgeEvalError
+from judge_eval.sqlite_tx import write_transaction
 
 __all__ = ["History", "HistoryError", "SCHEMA_VERSION"]
 
@@ -188,8 +188,8 @@ class History:
                                f"{SCHEMA_VERSION}; use a matching judge-eval or a new history file", path=self.path)
 
     #: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` unless SQLite already rolled back (a full
-    #: disk, an I/O error): the response cache's transaction, shared
-    _transaction = staticmethod(ResponseCache._transaction)
+    #: disk, an I/O error): the transaction the response cache uses too
+    _transaction = staticmethod(write_transaction)
 
     @contextmanager
     def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
