@@ -248,6 +248,21 @@ def test_import_an_argilla_export(tmp_path: Path, name: str) -> None:
     assert report.kappa.value == pytest.approx(1 / 6)
 
 
+def test_a_flat_argilla_export_with_uneven_response_lists_is_refused(tmp_path: Path) -> None:
+    records = json.loads((DATA / "argilla_export_flat.json").read_text())
+    records[0]["grade.responses"] = [3, 2]  # two answers, one user and one status
+    records[1]["grade.responses.status"] = "submitted"  # not a list
+    bad = tmp_path / "flat.json"
+    bad.write_text(json.dumps(records))
+    out = tmp_path / "q.txt"
+    with pytest.raises(InputError) as err:
+        import_reviews(bad, out)
+    text = str(err.value)
+    assert "record 1" in text and "grade.responses.users" in text and "1 entries for 2 responses" in text
+    assert "grade.responses.status" in text and "record 2" in text
+    assert not out.exists()
+
+
 def test_accept_unreviewed_writes_the_judges_grade_for_the_rest(tmp_path: Path) -> None:
     report = import_reviews(DATA / "label_studio_export.json", tmp_path / "q.txt", accept_unreviewed=True)
     assert (tmp_path / "q.txt").read_text().splitlines()[-2:] == ["q2 0 c6 0", "q2 0 c7 1"]

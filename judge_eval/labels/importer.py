@@ -346,11 +346,32 @@ def _unflatten_argilla(rec: Any) -> Any:
     users = rec.get("grade.responses.users") or [None] * len(values)
     status = rec.get("grade.responses.status") or [None] * len(values)
     responses = [{"value": v, "user_id": u, **({"status": s} if s is not None else {})}
-                 for v, u, s in zip(values, users, status, strict=False)]
+                 for v, u, s in zip(values, users, status, strict=True)]  # lengths: _check_flat_argilla
     meta = {k: rec[k] for k in ("question_id", "chunk_id", "proposed_grade") if k in rec}
     suggestion = {"value": rec["grade.suggestion"]} if rec.get("grade.suggestion") is not None else {}
     return {"id": rec.get("id"), "fields": {}, "metadata": meta, "suggestions": {"grade": suggestion},
             "responses": {"grade": responses}}
+
+
+def _check_flat_argilla(path: Path, records: list[Any]) -> None:
+    """Each flattened record's ``grade.responses.users`` and ``grade.responses.status`` (when
+    given) have one entry per response: a shorter list cannot say whose answer, or whether it was
+    submitted, the others are."""
+    problems = _Problems(path, "record")
+    for n, rec in enumerate(records, start=1):
+        if not isinstance(rec, dict):
+            continue
+        values = rec.get("grade.responses") or []
+        if not isinstance(values, list):
+            problems.add("must be a list of the grades given", n, "grade.responses")
+            continue
+        for name in ("grade.responses.users", "grade.responses.status"):
+            given = rec.get(name)
+            if given and (not isinstance(given, list) or len(given) != len(values)):
+                count = len(given) if isinstance(given, list) else "not a list of"
+                problems.add(f"{count} entries for {len(values)} responses: each response needs its own "
+                             "(export the records again, or fix the file by hand)", n, name)
+    problems.raise_any()
 
 
 def _read_array(path: Path) -> list[Review]:
@@ -364,6 +385,7 @@ def _read_array(path: Path) -> list[Review]:
     if "fields" in first:
         return _read_argilla(path, data)
     if any(k.endswith((".suggestion", ".responses")) for k in first):
+        _check_flat_argilla(path, data)
         return _read_argilla(path, [_unflatten_argilla(r) for r in data])
     if not data:
         raise InputError("the export holds no task or record; nothing was written", path=path)
