@@ -30,7 +30,7 @@ import pandas as pd
 
 from judge_eval.judge.evidence import VerifiedVerdict
 from judge_eval.metrics.labelled import check_k
-from judge_eval.metrics.missing import MissingReason as Reason
+from judge_eval.metrics.missing import MissingReason
 
 if TYPE_CHECKING:
     from judge_eval.grid import VerdictGrid
@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 UsefulRule = Literal["support", "grade"]
-MissingReason = Literal["no_statements", "judge_error", "no_reference"]
+# MissingReason: re-exported from judge_eval.metrics.missing (it was a Literal of three of its
+# values here; the enum's members are strings, so comparisons with "judge_error" still hold)
 
 
 
@@ -127,9 +128,10 @@ class JudgedQuestionMetrics:
 
     ``values`` has every metric name (``context_recall@5``, ``context_precision@5``,
     ``joint_context_recall@5`` ...), ``None`` when undefined; ``missing`` has exactly the names
-    whose value is ``None``, with the reason: ``"no_reference"`` (the question has no reference
-    answer), ``"no_statements"`` (the reference decomposed into nothing, m = 0) or
-    ``"judge_error"`` (a judge call that the value needs failed).
+    whose value is ``None``, with the reason (a :class:`~judge_eval.metrics.missing.MissingReason`,
+    whose members are strings): ``NO_REFERENCE`` (``"no_reference"``: the question has no
+    reference answer), ``NO_STATEMENTS`` (``"no_statements"``: the reference decomposed into
+    nothing, m = 0) or ``JUDGE_ERROR`` (``"judge_error"``: a judge call that the value needs failed).
     """
 
     values: dict[str, float | None] = field(default_factory=dict)
@@ -177,15 +179,15 @@ def judged_question_metrics(
             out.missing[name] = reason
 
     statements_reason: MissingReason | None = (
-        "no_reference" if no_reference
-        else "judge_error" if n_statements is None
-        else "no_statements" if n_statements == 0
+        MissingReason.NO_REFERENCE if no_reference
+        else MissingReason.JUDGE_ERROR if n_statements is None
+        else MissingReason.NO_STATEMENTS if n_statements == 0
         else None
     )
     for k in dict.fromkeys(ks):
         check_k(k)
         top = list(verdicts[:k])
-        top_error: MissingReason | None = "judge_error" if any(v is None for v in top) else None
+        top_error = MissingReason.JUDGE_ERROR if any(v is None for v in top) else None
         ok = [v for v in top if v is not None]
 
         reason = statements_reason or top_error
@@ -196,7 +198,7 @@ def judged_question_metrics(
         put(f"context_recall@{k}", recall, reason)
 
         if no_reference:
-            reason = "no_reference"
+            reason = MissingReason.NO_REFERENCE
         elif useful_rule == "support":
             reason = statements_reason or top_error
         else:
@@ -211,7 +213,7 @@ def judged_question_metrics(
             if k not in joint_verdicts:
                 raise ValueError(f"joint_verdicts has no verdict for k={k}")
             jv = joint_verdicts[k]
-            reason = statements_reason or ("judge_error" if jv is None else None)
+            reason = statements_reason or (MissingReason.JUDGE_ERROR if jv is None else None)
             joint = None
             if reason is None:
                 assert n_statements is not None and jv is not None
@@ -256,10 +258,10 @@ def judged_frame(grid: VerdictGrid, *, useful_rule: UsefulRule = "support",
         for measure, value in result.values.items():
             out[measure] = np.nan if value is None else value
         for measure, reason in result.missing.items():
-            text = Reason(reason).value
-            if reason == "judge_error" and only_budget:
-                text = Reason.BUDGET.value
-            elif reason == "judge_error":
+            text = reason.value
+            if reason is MissingReason.JUDGE_ERROR and only_budget:
+                text = MissingReason.BUDGET.value
+            elif reason is MissingReason.JUDGE_ERROR:
                 causes = sorted({f.cause for f in failures if f.cause != "budget"})
                 text = "judge_error:" + ",".join(causes) if causes else text
             missing.append({"run": row.run, "question_id": row.question_id, "measure": measure, "reason": text})
