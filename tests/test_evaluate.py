@@ -83,6 +83,7 @@ def test_unknown_question_in_a_run_is_left_out_with_a_warning_or_refused_when_st
     ("--timeout", {"timeout": float("nan")}),
     ("--max-calls", {"budget": "calls"}),
     ("--price-in", {"pricing": "in"}),
+    ("--judge-id", {"judge_id": "my-judge"}),  # the offline judge has a fixed identity
 ])
 def test_nonsense_settings_are_config_errors_naming_the_option(option, kwargs) -> None:
     from judge_eval.run import Budget, Pricing

@@ -218,8 +218,12 @@ def _openai_transport(settings: JudgeSettings, **endpoint: Any) -> Transport:
 
 
 def _offline(settings: JudgeSettings) -> Judge:
-    """The deterministic lexical approximation: no network, no cache."""
-    from judge_eval.judge.offline import OfflineJudge
+    """The deterministic lexical approximation: no network, no cache, a fixed identity."""
+    from judge_eval.judge.offline import OfflineJudge, OfflineTransport
+
+    if settings.namespace() is not None:
+        raise ConfigError(f"the offline judge's identity is fixed ({OfflineTransport.identity}): it has no endpoint "
+                          "and no cache to name; drop --judge-id", option="--judge-id")
 
     return OfflineJudge(prompts=settings.prompts)
 
