@@ -95,6 +95,12 @@ class ConfigError(JudgeEvalError, ValueError):
         super().__init__(f"{option}: {message}" if option else message)
 
 
+#: Judge error causes that mean the endpoint will refuse every call (wrong key, no such model or
+#: path, nothing listening): the first one stops the run (the runner sends no new task, the
+#: transport no request still waiting), instead of paying for retries of every remaining task.
+FATAL_CAUSES = frozenset({"http_401", "http_403", "http_404", "connection_refused"})
+
+
 class JudgeUnavailableError(JudgeEvalError):
     """The judge endpoint refused us or could not be reached (authentication, unknown model or
     path, connection refused), so the run stopped before paying for more calls. ``cause`` is the

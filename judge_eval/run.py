@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from judge_eval.cache import while_waiting
-from judge_eval.errors import ConfigError, JudgeCallError, JudgeUnavailableError
+from judge_eval.errors import FATAL_CAUSES, ConfigError, JudgeCallError, JudgeUnavailableError
 from judge_eval.judge.evidence import VerifiedVerdict, verify
 from judge_eval.judge.protocol import ChunkVerdict, Judge, Usage
 from judge_eval.plan import ChunkTask, JointTask, Plan
@@ -76,10 +76,6 @@ class Budget:
                 raise ConfigError(f"must be {kind} >= 0, got {value!r}", option=option)
 
 
-#: Judge error causes that mean the endpoint will refuse every call (wrong key, no such model or
-#: path, nothing listening): the first one stops the run, instead of paying for retries of
-#: every remaining task.
-FATAL_CAUSES = frozenset({"http_401", "http_403", "http_404", "connection_refused"})
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,20 @@ def test_a_401_stops_the_run_at_once_with_exit_3(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_401_at_the_default_concurrency_sends_one_request_not_one_per_task_in_flight(tmp_path: Path) -> None:
+    # 20 references decomposed at once (--concurrency 32): the first 401 fails the others
+    # waiting behind it without sending them
+    args = ["score", "--data", str(MINI / "questions.jsonl"), "--corpus", str(MINI / "corpus.jsonl"),
+            "--run", f"bm25={MINI / 'runs' / 'bm25.trec'}", "--judge", "openai", "--model", "m",
+            "--cache", str(tmp_path / "c.sqlite"), "--no-progress", "-k", "3"]
+    with ScriptedServer(offline_scenario_bank(), faults=[Fault("401", times=10**9)]) as server:
+        result = CliRunner().invoke(main, [*args, "--base-url", server.base_url], catch_exceptions=False,
+                                    env={"OPENAI_API_KEY": "sk-test-key-123456"})
+        sent = len(server.requests)
+    assert result.exit_code == ExitCode.JUDGE_FAILED, result.output
+    assert sent == 1 and "stopped after 1 call," in result.output
+
+
 def test_a_refused_connection_stops_the_run_with_exit_3(tmp_path: Path) -> None:
     import socket
 

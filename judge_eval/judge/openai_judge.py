@@ -59,7 +59,7 @@ from urllib.parse import quote, urlsplit
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from judge_eval.cache import ResponseCache
-from judge_eval.errors import ConfigError, JudgeCallError
+from judge_eval.errors import FATAL_CAUSES, ConfigError, JudgeCallError
 from judge_eval.judge.core import Completion, CompletionRequest, Decoding, JudgeCore
 from judge_eval.judge.http import ConnectFailed, Disconnected, HTTPReply, JSONPoster, TimedOut
 from judge_eval.judge.prompts import PromptSelection
@@ -380,6 +380,9 @@ class OpenAITransport:
         self._params_stored = False  # _params is what the cache remembers for the endpoint
         self._answered = False  # the endpoint sent an HTTP response to this judge at least once
         self._probe_open = False  # a probe failed (not on format): stop serialising tasks
+        #: the first error of this event loop that means every request will be refused
+        #: (FATAL_CAUSES): requests not sent yet are failed with it instead of being sent
+        self._refused: JudgeCallError | None = None
         self._http = JSONPoster(*self._route(), timeout=self.timeout, limit=self.concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: openai.AsyncOpenAI | None = None
@@ -450,6 +453,7 @@ class OpenAITransport:
         if self._loop is not loop:
             self._sem = asyncio.Semaphore(self.concurrency)
             self._probe_lock = asyncio.Lock()
+            self._refused = None  # a new run tries again (the server may be up, the key fixed)
             self._loop = loop
 
     def client(self) -> openai.AsyncOpenAI:
@@ -693,6 +697,8 @@ class OpenAITransport:
         self._ensure()
         assert self._sem is not None
         async with self._sem:
+            if self._refused is not None:  # another request of this run was refused for good: not sent
+                raise JudgeCallError(self._refused.cause, self._refused.message) from None
             acct.calls += 1
             try:
                 reply = await self._http.post(body)
@@ -759,6 +765,10 @@ class OpenAITransport:
         )
         try:
             return await retrying(self._once, body, acct, fmt)
+        except JudgeCallError as exc:
+            if exc.cause in FATAL_CAUSES and self._refused is None:
+                self._refused = exc
+            raise
         except _Retryable as exc:
             n = self.max_attempts
             raise JudgeCallError(
