@@ -104,14 +104,18 @@ FATAL_CAUSES = frozenset({"http_401", "http_403", "http_404", "connection_refuse
 class JudgeUnavailableError(JudgeEvalError):
     """The judge endpoint refused us or could not be reached (authentication, unknown model or
     path, connection refused), so the run stopped before paying for more calls. ``cause`` is the
-    judge error cause (``http_401``, ``connection_refused`` ...); ``accounting`` what was spent."""
+    judge error cause (``http_401``, ``connection_refused`` ...); ``accounting`` what was spent;
+    ``info`` what was being scored (``judge``, ``prompts``, ``dataset``, ``settings``, as in
+    ``summary.json``), set by :func:`judge_eval.evaluate` (None when raised elsewhere)."""
 
     exit_code = ExitCode.JUDGE_FAILED
 
-    def __init__(self, cause: str, message: str, *, accounting: dict | None = None) -> None:
+    def __init__(self, cause: str, message: str, *, accounting: dict | None = None,
+                 info: dict | None = None) -> None:
         self.cause = cause
         self.message = message
         self.accounting = accounting or {}
+        self.info = info
         super().__init__(message)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +23,7 @@ import pandas as pd
 from judge_eval.cache import CacheMode
 from judge_eval.data.models import Dataset, Qrels, Run
 from judge_eval.data.prepare import NO_ANSWER_MARKERS, check_texts, fingerprint, prepare_dataset
-from judge_eval.errors import ConfigError, InputError, Interrupted
+from judge_eval.errors import ConfigError, InputError, Interrupted, JudgeUnavailableError
 from judge_eval.grid import VerdictGrid
 from judge_eval.judge.prompts import PromptSelection, select_prompts
 from judge_eval.judge.protocol import Judge
@@ -258,17 +258,39 @@ def evaluate(
                            reasoning_effort=reasoning_effort, api_version=api_version)
     runner_args["batch"] = _batch_mode(judge_obj, batch, batch_poll, progress)
     runner = Runner(judge_obj, **runner_args)  # type: ignore[arg-type]
+    approximate = bool(getattr(judge_obj, "approximate", False))
+    labels = ds.labels()
+    judge_info = JudgeInfo(identity=judge_obj.identity, approximate=approximate)
+    prompt_ids = _prompt_ids(judge_obj, prompts, listwise)
+    dataset_info = DatasetInfo(
+        fingerprint=fingerprint(ds),
+        questions=len(ds.questions),
+        questions_with_reference=sum(1 for q in ds.questions.values() if q.reference),
+        runs=list(ds.runs),
+        human_labels=0 if labels is None else len(labels),
+        questions_fingerprint=fingerprint(ds, runs=False),
+    )
+    settings = Settings(
+        ks=ks, samples=samples, joint=joint, useful_rule=useful_rule, useful_grade=useful_grade,
+        judge_relevance=judge_relevance, relevance_threshold=relevance_threshold, n_boot=n_boot, seed=seed,
+        concurrency=concurrency, cache_mode="n/a" if approximate else cache_mode,
+        budget={"max_calls": budget.max_calls, "max_tokens": budget.max_tokens, "max_cost": budget.max_cost},
+        pricing={"input_per_million": pricing.input_per_million, "output_per_million": pricing.output_per_million},
+    )
     try:
         outcome = run_plan(runner, plan)
     except KeyboardInterrupt:
         raise _interrupted(judge_obj) from None
+    except JudgeUnavailableError as exc:  # say what was being scored (an audit records it)
+        exc.info = {"judge": asdict(judge_info), "prompts": dict(prompt_ids), "dataset": asdict(dataset_info),
+                    "settings": asdict(settings)}
+        raise
     grid = VerdictGrid(ds, outcome, ks, joint)
 
     judged, judged_missing = judged_frame(grid, useful_rule=useful_rule, useful_grade=useful_grade)
     judge_labelled, judge_missing = judge_labelled_frame(grid, judge_relevance)
     frames = [judged, judge_labelled]
     missing_frames = [judged_missing, judge_missing]
-    labels = ds.labels()
     if labels is not None and len(labels) > 0:
         labelled = [qid for qid in ds.questions if labels.for_question(qid)]
         human = evaluate_runs(ds.runs, labels, measures=ir_measure_names(ks), ks=ks,
@@ -291,31 +313,16 @@ def evaluate(
 
         judged_trust = trust(per_question, verdicts, labels, judge_relevance=judge_relevance,
                              relevance_threshold=relevance_threshold, n_boot=n_boot, seed=seed)
-    approximate = bool(getattr(judge_obj, "approximate", False))
     return Results(
         summary=aggregate(per_question, by=["run"], n_boot=n_boot, seed=seed),
         per_question=per_question,
         missing=pd.concat(missing_frames, ignore_index=True),
         verdicts=verdicts,
         statements=grid.statement_frame(),
-        judge=JudgeInfo(identity=judge_obj.identity, approximate=approximate),
-        prompts=_prompt_ids(judge_obj, prompts, listwise),
-        dataset=DatasetInfo(
-            fingerprint=fingerprint(ds),
-            questions=len(ds.questions),
-            questions_with_reference=sum(1 for q in ds.questions.values() if q.reference),
-            runs=list(ds.runs),
-            human_labels=0 if labels is None else len(labels),
-            questions_fingerprint=fingerprint(ds, runs=False),
-        ),
-        settings=Settings(
-            ks=ks, samples=samples, joint=joint, useful_rule=useful_rule, useful_grade=useful_grade,
-            judge_relevance=judge_relevance, relevance_threshold=relevance_threshold, n_boot=n_boot, seed=seed,
-            concurrency=concurrency, cache_mode="n/a" if approximate else cache_mode,
-            budget={"max_calls": budget.max_calls, "max_tokens": budget.max_tokens, "max_cost": budget.max_cost},
-            pricing={"input_per_million": pricing.input_per_million,
-                     "output_per_million": pricing.output_per_million},
-        ),
+        judge=judge_info,
+        prompts=prompt_ids,
+        dataset=dataset_info,
+        settings=settings,
         accounting=outcome.accounting,
         trust=judged_trust,
     )

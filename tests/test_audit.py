@@ -330,6 +330,39 @@ def test_judge_errors_above_the_tolerated_rate_exit_3_and_are_recorded(scenario,
     assert (row["verdict"], row["exit_code"]) == ("judge_failed", 3)
 
 
+def test_an_unreachable_judge_is_recorded_as_judge_failed_and_never_becomes_the_baseline(scenario, tmp_path: Path):
+    with ScriptedServer(scenario) as server:
+        assert cli("audit", "--config", str(write_config(tmp_path, server))).exit_code == 0
+        first = History(tmp_path / "history.sqlite").audits()[0]["id"]
+    with ScriptedServer(scenario, faults=[Fault("401", times=10**9)]) as server:  # a revoked key, say
+        # a fresh cache, so the judge has to be asked
+        result = cli("audit", "--config", str(write_config(tmp_path, server, cache="other.sqlite")))
+        sent = len(server.requests)
+    assert result.exit_code == ExitCode.JUDGE_FAILED, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == ("JUDGE FAILED (exit 3): the judge refused the run or could not be reached (http_401); "
+                        "nothing was scored")
+    assert lines[1].startswith("JUDGE ERRORS: the judge refused the run or could not be reached (http_401)")
+    assert sent == 1
+    history = History(tmp_path / "history.sqlite")
+    row = history.audits()[0]
+    assert (row["verdict"], row["exit_code"], row["judge_identity"]) == ("judge_failed", 3,
+                                                                        "openai:localhost/scripted-judge")
+    assert row["questions_fingerprint"] == history.audits()[1]["questions_fingerprint"]  # what it was to score
+    failed = tmp_path / "audits" / row["id"]
+    assert sorted(p.name for p in failed.iterdir()) == ["audit.json", "report.md"]
+    doc = audit_json(failed)
+    assert doc["judge_unavailable"] == "http_401" and doc["checks"] == [] and doc["accounting"]["calls"] == 1
+    assert "nothing was scored" in (failed / "report.md").read_text()
+    assert history.question_values([row["id"]], CHECK).empty
+    shown = cli("history", "show", row["id"], "--history", str(tmp_path / "history.sqlite"))
+    assert shown.exit_code == 0 and "http_401" in shown.output
+    with ScriptedServer(scenario) as server:  # the judge is back: compared with the last audit that passed
+        again = cli("audit", "--config", str(write_config(tmp_path, server)))
+    assert again.exit_code == 0, again.output
+    assert audit_json(latest_folder(tmp_path))["baseline"]["ids"] == [first]
+
+
 def test_a_budget_reached_exits_3(scenario, tmp_path: Path):
     with ScriptedServer(scenario) as server:
         result = cli("audit", "--config", str(write_config(tmp_path, server, extra="[budget]\nmax_calls = 3\n")))

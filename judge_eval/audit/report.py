@@ -61,7 +61,10 @@ def headline(doc: dict[str, Any]) -> list[str]:
                else "without baseline (floors only)")
     what = f"{len(runs)} run{'s' * (len(runs) != 1)} x {len(metrics)} metric{'s' * (len(metrics) != 1)} {against}"
     regressions = [c for c in checks if c["verdict"] == "regression"]
-    if doc["verdict"] == "judge_failed":
+    if doc.get("judge_unavailable"):
+        lines.append(f"JUDGE FAILED (exit 3): the judge refused the run or could not be reached "
+                     f"({doc['judge_unavailable']}); nothing was scored")
+    elif doc["verdict"] == "judge_failed":
         lines.append(f"JUDGE FAILED (exit 3): {what}; the numbers of this audit are not to be trusted")
     elif regressions:
         lines.append(f"REGRESSION (exit 1): {len(regressions)} of {len(checks)} checks regressed; {what}")
@@ -96,7 +99,8 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = headline(doc)
     lines += [f"note: {n}" for n in doc.get("notes", [])]
     header, body = _check_rows(doc)
-    lines += ["", text_grid(header, body)]
+    if body:
+        lines += ["", text_grid(header, body)]
     canary = doc.get("canary")
     if canary and not canary["drift"]:
         lines.append(canary["reason"])

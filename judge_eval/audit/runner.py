@@ -22,12 +22,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from judge_eval.atomic import check_file, check_folder, write_folder
 from judge_eval.audit.canary import CanaryResult, load_pairs, run_canary
 from judge_eval.audit.config import AuditConfig, RunSpec, load_config
 from judge_eval.audit.gate import Baseline, baseline_values, choose_baseline, run_gate, signature
 from judge_eval.audit.history import History, HistoryError
-from judge_eval.errors import ConfigError, ExitCode, InputError
+from judge_eval.errors import ConfigError, ExitCode, InputError, JudgeUnavailableError
 from judge_eval.report.folder import RESULT_FILES, json_ready, write_results
 from judge_eval.results import Results
 
@@ -41,10 +43,11 @@ AUDIT_FILES = (*RESULT_FILES, "audit.json")
 @dataclass
 class Audit:
     """The outcome of :func:`run_audit`: ``document`` is ``audit.json``; ``exit_code`` the
-    command's exit status (0 pass, 1 regression, 3 judge failed); ``folder`` the audit folder."""
+    command's exit status (0 pass, 1 regression, 3 judge failed); ``folder`` the audit folder;
+    ``results`` None when the judge could not be reached at all (nothing was scored)."""
 
     document: dict[str, Any]
-    results: Results
+    results: Results | None
     folder: Path
 
     @property
@@ -166,8 +169,14 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
             say(f"run {spec.name}: {spec.command}")
             run_command(spec, cfg.path.parent)
     judge_kwargs = _judge_kwargs(cfg, progress)
-    results = evaluate(cfg.data, {name: spec.file for name, spec in cfg.runs.items()}, cfg.qrels, corpus=cfg.corpus,
-                       columns=cfg.columns, ks=cfg.ks, **judge_kwargs)
+    try:
+        results = evaluate(cfg.data, {name: spec.file for name, spec in cfg.runs.items()}, cfg.qrels,
+                           corpus=cfg.corpus, columns=cfg.columns, ks=cfg.ks, **judge_kwargs)
+    except JudgeUnavailableError as exc:
+        if exc.info is None:
+            raise
+        return _unreachable(cfg, exc, exc.info, audit_id, started, folder, history,
+                            option="--out" if out is not None else "output.dir")
     canary: CanaryResult | None = None
     if cfg.canary is not None and pairs is not None:
         say(f"canary: re-judging {len(pairs)} human-labelled pairs without the cache")
@@ -236,6 +245,40 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
 
     write_folder(folder, AUDIT_FILES, fill, option="--out" if out is not None else "output.dir")
     return Audit(document=doc, results=results, folder=folder)
+
+
+def _unreachable(cfg: AuditConfig, exc: JudgeUnavailableError, info: dict[str, Any], audit_id: str,
+                 started: datetime, folder: Path, history: History, *, option: str) -> Audit:
+    """An audit whose judge refused the run or could not be reached (401, 404, nothing
+    listening): recorded as ``judge_failed`` with no metric (so it is never a baseline, and
+    ``history list`` shows the night it failed), its folder holding ``audit.json`` and a
+    ``report.md`` that says why."""
+    from judge_eval.audit.report import headline, render_text
+
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "id": audit_id, "started": _iso(started), "finished": _iso(_now()),
+        "verdict": "judge_failed", "exit_code": int(ExitCode.JUDGE_FAILED), "headline": [],
+        "notes": ["nothing was scored: the judge refused the run or could not be reached"],
+        "config": {"path": str(cfg.path), "hash": cfg.hash}, "package_version": package_version(),
+        "judge": info["judge"], "prompts": info["prompts"], "dataset": info["dataset"], "settings": info["settings"],
+        "baseline": None,
+        "gate": {"alpha": cfg.alpha, "n_perm": cfg.n_perm, "seed": cfg.seed, "correction": "holm", "family_size": 0},
+        "checks": [], "regressions": [], "accounting": exc.accounting, "judge_failure": exc.message,
+        "judge_unavailable": exc.cause, "canary": None, "trust": None,
+        "files": {"results": [], "report_md": "report.md", "report_html": None},
+    }
+    doc = json_ready(doc)
+    doc["headline"] = headline(doc)
+    empty = pd.DataFrame(columns=["run", "question_id"])
+    history.record(doc, empty, pd.DataFrame(columns=["run", "measure", "mean", "ci_low", "ci_high", "n"]))
+
+    def fill(tmp: Path) -> None:
+        (tmp / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                                        "utf-8")
+        (tmp / "report.md").write_text(f"# Audit {audit_id}: judge failed\n\n```\n{render_text(doc)}\n```\n", "utf-8")
+
+    write_folder(folder, AUDIT_FILES, fill, option=option)
+    return Audit(document=doc, results=None, folder=folder)
 
 
 def write_reports(doc: dict[str, Any], folder: Path, *, baseline_folder: Path | None = None,
