@@ -317,6 +317,36 @@ def test_canary_drift_exits_3_and_only_the_canary_bypasses_the_cache(scenario, t
     assert len(ResponseCache(tmp_path / "cache.sqlite")) == cached
 
 
+def test_the_canary_spends_what_the_runs_left_of_the_budget(scenario, tmp_path: Path):
+    from judge_eval.audit.canary import remaining_budget
+    from judge_eval.run import Budget
+
+    assert remaining_budget(Budget(10, 1000, 1.0), {"calls": 4, "total_tokens": 1500, "cost_usd": 0.25}) == Budget(
+        6, 0, 0.75)
+    assert remaining_budget(Budget(max_calls=2), {"calls": 5}) == Budget(max_calls=0)
+    assert remaining_budget(None, {"calls": 5}) == Budget()
+
+    pairs = canary_file(tmp_path / "canary.jsonl", scenario)
+    canary = f'[canary]\npairs = "{pairs}"\nfloor = 0.8\n'
+    with ScriptedServer(scenario) as server:
+        assert cli("audit", "--config", str(write_config(tmp_path, server, extra=canary))).exit_code == 0
+        first = audit_json(latest_folder(tmp_path))
+        assert first["canary"]["calls"] == 10 and first["canary"]["tokens"] > 0  # 2 decompositions + 8 pairs
+        server.reset_log()
+        # the runs are all cached now (0 calls): the canary gets the whole cap of 3 calls (a
+        # budget stops new calls: up to concurrency - 1 = 3 more were already under way)
+        budget = canary + "[budget]\nmax_calls = 3\n"
+        result = cli("audit", "--config", str(write_config(tmp_path, server, extra=budget)))
+        sent = len(server.requests)
+    assert result.exit_code == ExitCode.JUDGE_FAILED, result.output
+    doc = audit_json(latest_folder(tmp_path))
+    assert doc["accounting"]["calls"] == 0 and doc["canary"]["calls"] == sent and 3 <= sent <= 6
+    skipped = doc["canary"]["errors"]
+    assert doc["canary"]["partial"] and skipped > 0 and doc["canary"]["judged"] == 8 - skipped
+    assert doc["judge_failure"] == f"a budget was reached during the canary: {skipped} of 8 pairs not judged"
+    assert result.output.splitlines()[0].startswith("JUDGE FAILED (exit 3)")
+
+
 # ----------------------------------------------------------------------------- judge failures
 
 

@@ -8,6 +8,10 @@ asked again, and nothing the canary hears is written to the cache the audit's ru
 A pair is judge-relevant iff its capped grade is >= 2, human-relevant iff its grade is >= 1
 (the defaults of ``evaluate``). The canary's statistic (``accuracy``: the share of pairs where
 both agree on relevant/not; or ``cohen_kappa``) below its floor is **drift**: the audit exits 3.
+
+The canary's calls count against the audit's budget: it gets what the runs left of it
+(:func:`remaining_budget`); a canary cut short by the budget is ``partial``, and the audit then
+exits 3 as for a budget reached by the runs.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +28,10 @@ from judge_eval.errors import InputError
 from judge_eval.metrics.agreement import cohen_kappa
 from judge_eval.report.folder import iter_jsonl
 
-__all__ = ["CanaryPair", "CanaryResult", "load_pairs", "run_canary", "score_canary"]
+if TYPE_CHECKING:
+    from judge_eval.run import Budget
+
+__all__ = ["CanaryPair", "CanaryResult", "load_pairs", "remaining_budget", "run_canary", "score_canary"]
 
 JUDGE_RELEVANT = 2
 HUMAN_RELEVANT = 1
@@ -107,13 +114,17 @@ class CanaryResult:
     drift: bool
     reason: str
     calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    partial: bool = False  # a budget stopped the canary before every pair was judged
     previous_audit: str | None = None
     changed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         judged = [i for i in self.items if i["error"] is None]
         return {"pairs": len(self.items), "judged": len(judged), "errors": len(self.items) - len(judged),
-                "calls": self.calls, "statistic": self.statistic, "value": self.value, "floor": self.floor,
+                "calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd, "partial": self.partial,
+                "statistic": self.statistic, "value": self.value, "floor": self.floor,
                 "accuracy": self.accuracy, "cohen_kappa": self.cohen_kappa, "drift": self.drift,
                 "reason": self.reason, "cache": "bypassed", "previous_audit": self.previous_audit,
                 "changed": self.changed, "items": self.items}
@@ -154,15 +165,34 @@ def score_canary(items: list[dict[str, Any]], *, statistic: str, floor: float,
                         cohen_kappa=kappa, drift=drift, reason=reason, previous_audit=prev_id, changed=changed)
 
 
+def remaining_budget(budget: Budget | None, spent: Mapping[str, Any]) -> Budget:
+    """What is left of ``budget`` once ``spent`` (an accounting dictionary: ``calls``,
+    ``total_tokens``, ``cost_usd``) is taken off it; each limit at least 0 (no call at all)."""
+    from judge_eval.run import Budget
+
+    if budget is None:
+        return Budget()
+    calls, tokens = int(spent.get("calls", 0)), int(spent.get("total_tokens", 0))
+    cost = float(spent.get("cost_usd", 0.0))
+    return Budget(
+        max_calls=None if budget.max_calls is None else max(0, budget.max_calls - calls),
+        max_tokens=None if budget.max_tokens is None else max(0, budget.max_tokens - tokens),
+        max_cost=None if budget.max_cost is None else max(0.0, budget.max_cost - cost),
+    )
+
+
 def run_canary(pairs: list[CanaryPair], judge_kwargs: Mapping[str, Any], *, statistic: str, floor: float,
-               previous: tuple[str | None, list[dict[str, Any]]] = (None, [])) -> CanaryResult:
-    """Judge the pairs with the audit's judge settings but ``cache_mode="off"``, and score them."""
+               previous: tuple[str | None, list[dict[str, Any]]] = (None, []),
+               spent: Mapping[str, Any] | None = None) -> CanaryResult:
+    """Judge the pairs with the audit's judge settings but ``cache_mode="off"``, and score them.
+    ``spent``: the accounting of the audit's runs, taken off ``judge_kwargs["budget"]``."""
     from judge_eval.evaluation import evaluate
 
     ds = canary_dataset(pairs)
     depth = max(len(r) for r in ds.runs["canary"].rankings.values())
-    kwargs = {k: v for k, v in judge_kwargs.items() if k not in ("cache", "cache_mode", "budget", "pricing")}
-    results = evaluate(ds, ks=(depth,), cache_mode="off", n_boot=1, **kwargs)
+    kwargs = {k: v for k, v in judge_kwargs.items() if k not in ("cache", "cache_mode", "budget")}
+    budget = remaining_budget(judge_kwargs.get("budget"), spent or {})
+    results = evaluate(ds, ks=(depth,), cache_mode="off", n_boot=1, budget=budget, **kwargs)
     verdicts = results.verdicts.set_index(["question_id", "chunk_id"])
     items = []
     for pair in pairs:
@@ -175,4 +205,7 @@ def run_canary(pairs: list[CanaryPair], judge_kwargs: Mapping[str, Any], *, stat
                       "judge_grade": grade, "error": error})
     result = score_canary(items, statistic=statistic, floor=floor, previous=previous)
     result.calls = int(results.accounting.calls)
+    result.tokens = int(results.accounting.usage.total_tokens)
+    result.cost_usd = round(float(results.accounting.cost), 6)
+    result.partial = bool(results.partial)
     return result

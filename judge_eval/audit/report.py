@@ -112,7 +112,8 @@ def _accounting(doc: dict[str, Any]) -> str:
     a = doc.get("accounting") or {}
     return (f"judge work: tasks {a.get('tasks', 0)}, calls {a.get('calls', 0)}, cache hits {a.get('cache_hits', 0)}, "
             f"errors {a.get('errors', 0)}, tokens {a.get('total_tokens', 0)}, cost ${a.get('cost_usd', 0):.4f}"
-            + (f"; canary calls {doc['canary']['calls']} (cache bypassed)" if doc.get("canary") else ""))
+            + (f"; canary calls {doc['canary']['calls']}, cost ${doc['canary'].get('cost_usd', 0):.4f} (cache bypassed)"
+               if doc.get("canary") else ""))
 
 
 # ----------------------------------------------------------------------------- the history

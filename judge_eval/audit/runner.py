@@ -181,7 +181,8 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
     if cfg.canary is not None and pairs is not None:
         say(f"canary: re-judging {len(pairs)} human-labelled pairs without the cache")
         canary = run_canary(pairs, judge_kwargs, statistic=cfg.canary.statistic, floor=cfg.canary.floor,
-                            previous=history.last_canary() if cfg.history.exists() else (None, []))
+                            previous=history.last_canary() if cfg.history.exists() else (None, []),
+                            spent=results.accounting.as_dict())
 
     # -- the gate
     info = results.info
@@ -205,6 +206,10 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
         notes.append("no max_drop is configured (thresholds.default_max_drop or thresholds.max_drop): "
                      "only floors were checked")
     judge_failure = results.judge_failure(cfg.tolerance)
+    if canary is not None and canary.partial:
+        cut = (f"a budget was reached during the canary: {sum(i['error'] is not None for i in canary.items)} of "
+               f"{len(canary.items)} pairs not judged")
+        judge_failure = f"{judge_failure}; {cut}" if judge_failure else cut
     if judge_failure or (canary is not None and canary.drift):
         verdict, code = "judge_failed", ExitCode.JUDGE_FAILED
     elif gate.regressions:
