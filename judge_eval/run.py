@@ -184,7 +184,7 @@ class Failure:
     message: str
 
 
-@dataclass
+@dataclass(repr=False)
 class JudgeOutcome:
     """Everything the judge produced, keyed by task."""
 
@@ -193,6 +193,13 @@ class JudgeOutcome:
     raw_verdicts: dict[ChunkTask, list[ChunkVerdict]] = field(default_factory=dict)
     joint: dict[JointTask, VerifiedVerdict | Failure] = field(default_factory=dict)
     accounting: Accounting = field(default_factory=Accounting)
+
+    def __repr__(self) -> str:
+        # Counts, not contents: asyncio.run() formats the repr of its finished task (and so of
+        # this result) when it restores the SIGINT handler; a full repr of 200,000 verdicts took
+        # seconds and hundreds of MB.
+        return (f"JudgeOutcome(statements={len(self.statements)}, verdicts={len(self.verdicts)}, "
+                f"joint={len(self.joint)}, calls={self.accounting.calls})")
 
 
 def vote(verdicts: Sequence[VerifiedVerdict]) -> VerifiedVerdict:
@@ -483,8 +490,17 @@ class Runner:
             else:
                 await asyncio.gather(*(judge_one(t, statements) for t in mine))
 
+        # A bounded pool of workers, each taking the next reference: a task per reference (and
+        # then per chunk) all at once held every coroutine in memory together (10,000 questions x
+        # 20 chunks: about 1 GB), and the gate would let only `concurrency` of them run anyway.
+        pending = iter(references)
+
+        async def worker() -> None:
+            for reference in pending:
+                await reference_pipeline(reference)
+
         try:
-            await asyncio.gather(*(reference_pipeline(r) for r in references))
+            await asyncio.gather(*(worker() for _ in range(min(len(references), 2 * self.concurrency))))
         finally:
             bar.close()
         if fatal:
