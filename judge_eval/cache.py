@@ -109,6 +109,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 from urllib.parse import quote
@@ -282,15 +283,25 @@ def _find_secret_field(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """One stored answer."""
+    """One stored answer. ``request`` (the hashed request, about 2 KB of JSON with the rendered
+    messages) is decoded from ``request_json`` on first use: a cache hit needs only the
+    response, and decoding every request cost about a tenth of a warm run."""
 
     key: str
     identity: str
     prompt: str
-    request: dict[str, Any]
+    request_json: str = field(repr=False)
     response: dict[str, Any]
     usage: Usage = field(default_factory=Usage)
     created: str = ""
+
+    @cached_property
+    def request(self) -> dict[str, Any]:
+        """The hashed request (identity, prompt id, messages, decoding, sample, transport fields)."""
+        value = json.loads(self.request_json)
+        if not isinstance(value, dict):
+            raise ValueError("the stored request is not a JSON object")
+        return value
 
     def to_json(self) -> dict[str, Any]:
         """The export/import line for this entry."""
@@ -382,7 +393,7 @@ def _entry(row: tuple[Any, ...]) -> CacheEntry:
         key=row[0],
         identity=row[1],
         prompt=row[2],
-        request=json.loads(row[3]),
+        request_json=str(row[3]),
         response=json.loads(row[4]),
         usage=Usage(int(row[5]), int(row[6])),
         created=row[7],
