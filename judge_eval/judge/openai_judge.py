@@ -50,6 +50,7 @@ import math
 import os
 import random
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -375,6 +376,7 @@ class OpenAITransport:
         self._rng = random.Random()
         self._format: str | None = None
         self._confirmed = False
+        self._looked: dict[str, float] = {}  # when the cache was last asked for the endpoint's memory
         #: request parameter -> the name it is sent as, or None: not sent (None: not yet known)
         self._params: dict[str, str | None] | None = None
         self._params_stored = False  # _params is what the cache remembers for the endpoint
@@ -516,12 +518,22 @@ class OpenAITransport:
         """The structured-output format the next request will try."""
         if self.response_format != "auto":
             return self.response_format
-        if self._format is None and self.cache is not None:
+        if self._format is None and self.cache is not None and self._due("format"):
             remembered = self.cache.get_format(self.endpoint)
             if remembered is not None:
                 self._format = remembered
                 self._confirmed = True
         return self._format or FORMAT_CHAIN[0]
+
+    def _due(self, what: str) -> bool:
+        """Whether to look up what the cache remembers of the endpoint (``format``, ``params``)
+        again: while it remembers nothing, at most once a second (another process may store it
+        meanwhile), not once per task (two SQL queries per cache hit)."""
+        now = time.monotonic()
+        if now - self._looked.get(what, -math.inf) < 1.0:
+            return False
+        self._looked[what] = now
+        return True
 
     def _lower_format(self, fmt: str) -> None:
         if self._format is None or FORMAT_CHAIN.index(fmt) > FORMAT_CHAIN.index(self._format):
@@ -559,7 +571,7 @@ class OpenAITransport:
         """How the request parameters are sent to this endpoint: parameter -> the name it is sent
         as, or None when it is not sent; empty until a refusal taught otherwise (or the cache
         remembers one)."""
-        if self._params is None and self.cache is not None:
+        if self._params is None and self.cache is not None and self._due("params"):
             remembered = self.cache.get_params(self.endpoint)
             if remembered is not None:
                 self._params = {k: v for k, v in remembered.items() if k in ADAPTABLE_PARAMS}
