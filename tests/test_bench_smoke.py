@@ -42,7 +42,17 @@ def test_bench_shared_cache_tiny(capsys, monkeypatch) -> None:
     assert "unique tasks 6;" in out and "exit codes [0, 0]" in out, out
 
 
-@pytest.mark.parametrize("name", ["bench_metrics.py", "bench_scale.py", "bench_shared_cache.py"])
+def test_bench_judged_scale_tiny(tmp_path: Path, capsys) -> None:
+    script("bench_judged_scale.py")["main"](["--questions", "12", "--chunks", "4", "--repeat", "1",
+                                             "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    # 12 decompositions + 48 verdicts, every one a cache hit (the script asserts no call was made)
+    assert "12 questions x 4 chunks, k = 4 (cache: 60 answers" in out and "60 tasks read from the cache" in out, out
+    assert "context_recall@4 1.000" in out and "context_precision@4 1.000" in out, out
+
+
+@pytest.mark.parametrize("name", ["bench_metrics.py", "bench_scale.py", "bench_shared_cache.py",
+                                  "bench_judged_scale.py"])
 def test_bench_scripts_say_how_to_run_them(name: str) -> None:
     assert f"python bench/{name}" in (BENCH / name).read_text()
     assert f"`python bench/{name}" in (BENCH / "README.md").read_text()
