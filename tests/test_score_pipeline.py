@@ -303,3 +303,18 @@ def test_token_and_cost_budgets(budget_kw, mini, tmp_path: Path) -> None:
         assert a["total_tokens"] >= 2000 and a["total_tokens"] - 2000 < a["total_tokens"] / a["calls"] * 3
     else:
         assert a["cost_usd"] >= 0.002
+
+
+def test_a_judge_outcome_repr_gives_counts_not_contents() -> None:
+    # asyncio.run() formats the repr of its finished task, result included, when it restores the
+    # SIGINT handler: the outcome of a big run must not print every verdict
+    from judge_eval.judge.evidence import VerifiedVerdict
+    from judge_eval.plan import ChunkTask
+    from judge_eval.run import JudgeOutcome
+
+    outcome = JudgeOutcome()
+    for i in range(5000):
+        task = ChunkTask(question=f"q{i}", reference="r", chunk=f"chunk {i}")
+        outcome.verdicts[task] = VerifiedVerdict(grade=1, supported=frozenset(), evidence={}, reason="x" * 50)
+    outcome.accounting.calls = 7
+    assert repr(outcome) == "JudgeOutcome(statements=0, verdicts=5000, joint=0, calls=7)"
