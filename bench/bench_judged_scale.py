@@ -109,6 +109,14 @@ def fill_cache(folder: Path, n: int, k: int) -> tuple[Path, int, float]:
     return path, count, time.perf_counter() - start
 
 
+FILL = r"""
+import json, runpy, sys
+from pathlib import Path
+bench = runpy.run_path(sys.argv[1], run_name="bench_judged_scale_fill")
+path, rows, seconds = bench["fill_cache"](Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+print(json.dumps({"path": str(path), "rows": rows, "seconds": seconds}))
+"""
+
 STAGES = r"""
 import json, resource, sys, time
 
@@ -200,7 +208,10 @@ def main(argv: list[str] | None = None) -> None:
         folder = Path(a.workdir) if a.workdir else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         files = write_inputs(folder, a.questions, a.chunks)
-        cache, rows, seconds = fill_cache(folder, a.questions, a.chunks)
+        # in a child too: a process's peak RSS starts at its parent's RSS at the fork, so the
+        # measuring processes must be forked from a parent that never held the cache's rows
+        filled = child(FILL, [str(Path(__file__).resolve()), str(folder), str(a.questions), str(a.chunks)], folder)
+        cache, rows, seconds = Path(filled["path"]), filled["rows"], filled["seconds"]
         print(f"\n## judged metrics from a warm cache: {a.questions:,} questions x {a.chunks} chunks, k = "
               f"{', '.join(map(str, ks))} (cache: {rows:,} answers, {cache.stat().st_size / 2**20:.0f} MB, filled in "
               f"{seconds:.1f} s; load average {os.getloadavg()[0]:.2f}; best of {a.repeat})")

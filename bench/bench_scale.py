@@ -163,17 +163,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--workdir", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "judge-eval-bench")
     ap.add_argument("--child", choices=TOOLS, help=argparse.SUPPRESS)
+    ap.add_argument("--write-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--run", help=argparse.SUPPRESS)
     ap.add_argument("--qrels", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         child(args.child, args.run, args.qrels, args.repeat)
         return 0
+    if args.write_only:
+        write_data(args.workdir, args.queries, args.docs)
+        return 0
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     for t in tools:
         if t not in TOOLS:
             ap.error(f"unknown tool {t!r} (known: {', '.join(TOOLS)})")
-    run_path, qrels_path = write_data(args.workdir, args.queries, args.docs)
+    # the files are written by a child: a process's peak RSS starts at its parent's RSS at the fork,
+    # so the tools' processes must be forked from a parent that never held the 1M lines
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--write-only", "--queries", str(args.queries),
+                    "--docs", str(args.docs), "--workdir", str(args.workdir)], check=True)
+    run_path, qrels_path = write_data(args.workdir, args.queries, args.docs)  # written: just the paths
     n_run = sum(1 for _ in run_path.open())
     n_qrels = sum(1 for _ in qrels_path.open())
     print(f"{args.queries:,} queries x {args.docs} documents: run {n_run:,} lines, qrels {n_qrels:,} lines "
