@@ -318,3 +318,18 @@ def test_a_judge_outcome_repr_gives_counts_not_contents() -> None:
         outcome.verdicts[task] = VerifiedVerdict(grade=1, supported=frozenset(), evidence={}, reason="x" * 50)
     outcome.accounting.calls = 7
     assert repr(outcome) == "JudgeOutcome(statements=0, verdicts=5000, joint=0, calls=7)"
+
+
+def test_a_run_puts_the_callers_gc_thresholds_back() -> None:
+    import gc
+
+    import judge_eval
+    from judge_helpers import mini_dataset
+
+    before = gc.get_threshold()
+    gc.set_threshold(800, 11, 12)
+    try:
+        judge_eval.evaluate(mini_dataset(3), judge="offline", ks=(3,))
+        assert gc.get_threshold() == (800, 11, 12)
+    finally:
+        gc.set_threshold(*before)
