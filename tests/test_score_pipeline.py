@@ -324,6 +324,7 @@ def test_a_run_puts_the_callers_gc_thresholds_back() -> None:
     import gc
 
     import judge_eval
+
     from judge_helpers import mini_dataset
 
     before = gc.get_threshold()
