@@ -217,6 +217,44 @@ def test_a_200_that_is_not_json_is_retried_then_reported() -> None:
     assert handler.hits == 3 and err.value.calls == 3
 
 
+# -- TLS --------------------------------------------------------------------------------------
+
+
+def _self_signed(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key (PEM files), made with the openssl command."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", str(key),
+                    "-out", str(cert), "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_https_is_verified_against_ssl_cert_file_and_an_unknown_certificate_fails_at_once(
+        tmp_path, no_proxy_env) -> None:
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    answer = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": json.dumps({"statements": [REFERENCE]})}}]}).encode()
+    server = _Server(_answering(200, answer, "application/json"))
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server.httpd.socket = tls.wrap_socket(server.httpd.socket, server_side=True)
+    url = f"https://127.0.0.1:{server.port}/v1"
+    with server:
+        with pytest.raises(JudgeCallError) as err:  # a certificate nobody vouches for
+            decompose(OpenAIJudge("m", base_url=url, api_key=SECRET))
+        assert err.value.cause == "connection_refused" and err.value.calls == 1
+        assert "certificate verify failed" in str(err.value) and "point SSL_CERT_FILE at that CA's" in str(err.value)
+        no_proxy_env.setenv("SSL_CERT_FILE", cert)  # as with the openai SDK: trust this one
+        assert decompose(OpenAIJudge("m", base_url=url, api_key=SECRET)).value.statements == [REFERENCE]
+
+
 # -- the three failures ----------------------------------------------------------------------
 
 

@@ -8,21 +8,24 @@ httpcore below it) cost about 2 ms of CPU per request, eight times aiohttp's C-p
 
 What it does: keep-alive connections (at most ``limit``), the proxy of ``HTTPS_PROXY`` /
 ``HTTP_PROXY`` / ``ALL_PROXY`` unless ``NO_PROXY`` exempts the host (read once per session, as
-:func:`urllib.request.getproxies` reads them), redirects followed like httpx (a 301/302/303 answer to a POST becomes
-a GET), gzip/deflate answers decoded, a read timeout (``timeout`` seconds from the request sent to
-the first byte of the answer, and between bytes) and a connect timeout of the same length. What
-it does not do: retries (the transport's, with its own policy) and parsing (the reply's bytes are
-given back as they came).
+:func:`urllib.request.getproxies` reads them), redirects followed like httpx (a 301/302/303
+answer to a POST becomes a GET), gzip/deflate answers decoded, TLS verified against
+:func:`tls_context`, a read timeout (``timeout`` seconds from the request sent to the first byte
+of the answer, and between bytes) and a connect timeout of the same length. What it does not do:
+retries (the transport's, with its own policy) and parsing (the reply's bytes are given back as
+they came).
 
 Failures are raised as three exceptions of this module, so the caller needs no aiohttp:
-:class:`ConnectFailed` (no connection could be opened: refused, unknown host, TLS), :class:`Disconnected`
-(the connection broke during the exchange) and :class:`TimedOut`.
+:class:`ConnectFailed` (no connection could be opened: refused, unknown host, TLS),
+:class:`Disconnected` (the connection broke during the exchange) and :class:`TimedOut`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import ssl
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -96,8 +99,9 @@ class JSONPoster:
             # A session of an earlier loop cannot be closed from this one; it is dropped.
             # trust_env stays off: aiohttp would then look up the proxy in a thread on every
             # request, and a ~/.netrc entry for the host would clash with our Authorization header.
+            tls = tls_context() if self.url.startswith("https:") else True
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.limit),
+                connector=aiohttp.TCPConnector(limit=self.limit, ssl=tls),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout),
             )
             self._proxy = env_proxy(self.url)
@@ -136,6 +140,24 @@ def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
     if isinstance(os_error, ConnectionRefusedError):
         return "connection refused"
     return os_error.strerror or str(os_error) or type(os_error).__name__
+
+
+def tls_context() -> ssl.SSLContext:
+    """The certificates an ``https`` endpoint is verified against: ``SSL_CERT_FILE`` and/or
+    ``SSL_CERT_DIR`` when set (as the openai SDK's HTTP client reads them), else the system's
+    store together with certifi's bundle when certifi is installed (it comes with the openai
+    SDK): a slim container without CA certificates still reaches api.openai.com, and a company
+    CA installed in the system store is still trusted."""
+    cafile, capath = os.environ.get("SSL_CERT_FILE") or None, os.environ.get("SSL_CERT_DIR") or None
+    if cafile or capath:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    ctx = ssl.create_default_context()
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - certifi comes with the openai SDK
+        return ctx
+    ctx.load_verify_locations(cafile=certifi.where())
+    return ctx
 
 
 def env_proxy(url: str) -> str | None:

@@ -720,10 +720,12 @@ class OpenAITransport:
                 if not self._answered:
                     # nothing listens there (or the host is unknown): retrying only delays the news
                     where = _redact_url(self.base_url) if self.base_url else "https://api.openai.com/v1"
+                    hint = ("if the server's certificate comes from a CA of your own, point SSL_CERT_FILE at that "
+                            "CA's certificate" if "certificate" in exc.reason.lower()
+                            else "is the server running, and is the base URL right?")
                     raise JudgeCallError(
                         "connection_refused",
-                        f"{self.identity}: cannot connect to {where} ({self.scrub(exc.reason)}); is the server "
-                        "running, and is the base URL right?",
+                        f"{self.identity}: cannot connect to {where} ({self.scrub(exc.reason)}); {hint}",
                     ) from None
                 raise _Retryable("connection", f"connection failed ({self.scrub(exc.reason)})") from None
             except Disconnected as exc:
