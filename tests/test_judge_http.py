@@ -325,3 +325,19 @@ def test_evaluate_closes_its_connections_and_the_judge_works_for_the_next_run(ca
         gc.collect()
     unclosed = [str(w.message) for w in caught if "nclosed" in str(w.message)]
     assert unclosed == [] and "nclosed" not in caplog.text
+
+
+def test_a_judge_used_in_the_callers_own_asyncio_runs_leaves_no_unclosed_connection(caplog) -> None:
+    # no aclose(): asyncio.run() finalizes the loop's async generators, and the judge's closes
+    # its session then
+    with ScriptedServer(Scenario(decompositions={REFERENCE: [REFERENCE]})) as server:
+        judge = OpenAIJudge("m", base_url=server.base_url, api_key=SECRET)
+        with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.ERROR, logger="asyncio"):
+            warnings.simplefilter("always")
+            for _ in range(3):
+                assert asyncio.run(judge.decompose(REFERENCE)).value.statements == [REFERENCE]
+            del judge
+            gc.collect()
+        assert len(server.requests) == 3
+    assert [str(w.message) for w in caught if "nclosed" in str(w.message)] == []
+    assert "nclosed" not in caplog.text

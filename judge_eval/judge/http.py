@@ -27,7 +27,7 @@ import json
 import os
 import ssl
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -87,6 +87,7 @@ class JSONPoster:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._proxy: str | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
 
     def __repr__(self) -> str:
         return f"JSONPoster(url={self.url!r})"
@@ -106,6 +107,7 @@ class JSONPoster:
             )
             self._proxy = env_proxy(self.url)
             self._loop = loop
+            self._closer = None
         return self._session
 
     async def post(self, body: Mapping[str, Any]) -> HTTPReply:
@@ -114,6 +116,13 @@ class JSONPoster:
         import aiohttp
 
         session = self._ensure()
+        if self._closer is None:
+            # Close the session when its loop shuts down, for callers that never call aclose():
+            # asyncio.run() (and Runner.close()) finalize the loop's async generators before
+            # closing it, and this one closes the session then; without it the connections of a
+            # finished loop are left to the garbage collector, which logs "Unclosed connector".
+            self._closer = _close_at_shutdown(session)
+            await self._closer.__anext__()
         data = json.dumps(body, separators=(",", ":")).encode()
         try:
             async with session.post(self.url, data=data, headers=self.__headers, proxy=self._proxy) as resp:
@@ -128,9 +137,20 @@ class JSONPoster:
 
     async def aclose(self) -> None:
         """Close the connections (a session of another, closed loop is just dropped)."""
-        session, loop = self._session, self._loop
-        self._session, self._loop = None, None
+        session, loop, closer = self._session, self._loop, self._closer
+        self._session, self._loop, self._closer = None, None, None
         if session is not None and loop is asyncio.get_running_loop():
+            if closer is not None:
+                await closer.aclose()  # closes the session
+            await session.close()
+
+
+async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """Suspended once started; closes ``session`` when finalized (``aclose()``)."""
+    try:
+        yield
+    finally:
+        if not session.closed:
             await session.close()
 
 
