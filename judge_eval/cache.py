@@ -537,36 +537,68 @@ class ResponseCache:
             raise _cache_error(path, exc, self.busy_timeout) from None
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "responses" in tables and "meta" in tables:
-                row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-                if row is not None and row[0] != SCHEMA_VERSION:
-                    raise CacheError(
-                        f"schema version {row[0]}, this judge-eval reads version {SCHEMA_VERSION}; "
-                        "use the judge-eval that wrote it, or pass another --cache",
-                        path=path,
-                    )
-            elif tables or not self.create:
-                raise CacheError(
-                    f"an SQLite database but not a judge-eval cache (tables: {', '.join(sorted(tables)) or 'none'}); "
-                    f"{_MOVE_ASIDE}",
-                    path=path,
-                )
-            conn.execute("PRAGMA journal_mode = WAL")
+            tables = self._checked_tables(conn)
+            if not _TABLES <= tables:  # a new file, or one written before a table was added: no write otherwise
+                # in one transaction, looking again under the write lock: two processes opening a
+                # new file at once must not see each other's half-made schema (one would refuse it
+                # as "not a judge-eval cache")
+                with write_transaction(conn):
+                    if not _TABLES <= self._checked_tables(conn):
+                        for statement in _DDL.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                        conn.execute(
+                            "INSERT OR IGNORE INTO meta(name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+                        )
+            self._use_wal(conn)
             # NORMAL in WAL mode: a commit survives a process crash (SIGKILL); only an OS crash or
             # power loss can drop the last commits.
             conn.execute("PRAGMA synchronous = NORMAL")
-            if not _TABLES <= tables:  # a new file, or one written before a table was added: no write otherwise
-                conn.executescript(_DDL)
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta(name, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
-                )
         except BaseException as exc:
             conn.close()
             if isinstance(exc, (sqlite3.Error, OSError)):
                 raise _cache_error(path, exc, self.busy_timeout) from None
             raise
         return conn
+
+    def _use_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL (kept in the file: once is enough). SQLite answers "database
+        is locked" at once, without waiting, while another connection has the file open in the
+        middle of a statement, so a new file opened by several processes at once is retried
+        here until the busy timeout."""
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            return
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _checked_tables(self, conn: sqlite3.Connection) -> set[str]:
+        """The file's tables, when they are a judge-eval cache of this schema version (or none,
+        when a new file may be made); CacheError otherwise."""
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "responses" in tables and "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            if row is not None and row[0] != SCHEMA_VERSION:
+                raise CacheError(
+                    f"schema version {row[0]}, this judge-eval reads version {SCHEMA_VERSION}; "
+                    "use the judge-eval that wrote it, or pass another --cache",
+                    path=self.path,
+                )
+        elif tables or not self.create:
+            raise CacheError(
+                f"an SQLite database but not a judge-eval cache (tables: {', '.join(sorted(tables)) or 'none'}); "
+                f"{_MOVE_ASIDE}",
+                path=self.path,
+            )
+        return tables
 
     #: ``BEGIN IMMEDIATE`` ... ``COMMIT`` / ``ROLLBACK`` (:func:`judge_eval.sqlite_tx.write_transaction`)
     _transaction = staticmethod(write_transaction)

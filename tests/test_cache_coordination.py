@@ -71,6 +71,30 @@ def dead_pid() -> int:
 # -- claims: take over, wait, release ----------------------------------------------------------
 
 
+def _open_at_the_barrier(path: str, barrier) -> str:
+    barrier.wait()
+    try:
+        ResponseCache(path).check()
+    except Exception as exc:  # reported to the test, which names it
+        return f"{type(exc).__name__}: {exc}"
+    return "ok"
+
+
+def test_processes_opening_a_new_cache_file_at_once_all_succeed(tmp_path):
+    # the schema is made in one transaction under the write lock: a process must never see
+    # another's half-made schema (it refused the file as "not a judge-eval cache")
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(6) as pool:
+        for attempt in range(4):
+            barrier = manager.Barrier(6)
+            path = str(tmp_path / f"new-{attempt}.sqlite")
+            results = pool.starmap(_open_at_the_barrier, [(path, barrier)] * 6)
+            assert results == ["ok"] * 6, results
+            assert len(ResponseCache(path)) == 0
+
+
 def test_a_claim_held_by_a_dead_process_is_taken_over_at_once(tmp_path):
     path = tmp_path / "c.sqlite"
     cache = ResponseCache(path)
