@@ -20,6 +20,7 @@ STAGES: dict[str, int] = {
     "judge_eval._jsonpath": 0,
     "judge_eval.atomic": 0,
     "judge_eval.sqlite_tx": 0,
+    "judge_eval.version": 0,
     "judge_eval.data": 1,
     "judge_eval.prompts": 2,
     "judge_eval.judge.protocol": 2,

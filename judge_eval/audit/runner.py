@@ -18,7 +18,6 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from judge_eval.audit.history import History, HistoryError
 from judge_eval.errors import ConfigError, ExitCode, InputError, JudgeUnavailableError
 from judge_eval.report.folder import RESULT_FILES, json_ready, write_results
 from judge_eval.results import Results
+from judge_eval.version import package_version
 
 __all__ = ["AUDIT_FILES", "Audit", "run_audit"]
 
@@ -69,13 +69,6 @@ def _iso(t: datetime) -> str:
 
 def new_audit_id(t: datetime) -> str:
     return t.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-
-
-def package_version() -> str:
-    try:
-        return metadata.version("judge-eval")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
 
 
 # ----------------------------------------------------------------------------- run commands

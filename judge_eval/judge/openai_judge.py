@@ -65,6 +65,7 @@ from judge_eval.judge.core import Completion, CompletionRequest, Decoding, Judge
 from judge_eval.judge.http import ConnectFailed, Disconnected, HTTPReply, JSONPoster, TimedOut
 from judge_eval.judge.prompts import PromptSelection
 from judge_eval.usage import Usage
+from judge_eval.version import package_version
 
 if TYPE_CHECKING:
     import openai
@@ -90,16 +91,7 @@ __all__ = [
     "usage_of",
 ]
 
-def _user_agent() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"judge-eval/{version('judge-eval')}"
-    except PackageNotFoundError:  # pragma: no cover - run from a source tree that is not installed
-        return "judge-eval"
-
-
-_USER_AGENT = _user_agent()
+_USER_AGENT = f"judge-eval/{package_version()}"
 
 #: structured-output formats, best first; the client moves right only on a format refusal
 FORMAT_CHAIN: tuple[str, ...] = ("json_schema", "json_object", "text")
