@@ -210,26 +210,15 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
     else:
         verdict, code = "pass", ExitCode.OK
 
-    doc: dict[str, Any] = {
-        "schema": SCHEMA, "id": audit_id, "started": _iso(started), "finished": _iso(_now()),
-        "verdict": verdict, "exit_code": int(code), "headline": [], "notes": notes,
-        "config": {"path": str(cfg.path), "hash": cfg.hash}, "package_version": package_version(),
-        "judge": info["judge"], "prompts": info["prompts"], "dataset": info["dataset"],
-        "settings": info["settings"],
-        "baseline": baseline.describe() if baseline else None,
-        "gate": {"alpha": cfg.alpha, "n_perm": cfg.n_perm, "seed": cfg.seed, "correction": "holm",
-                 "family_size": gate.family_size},
-        "checks": gate.checks,
-        "regressions": [{"run": c["run"], "metric": c["metric"]} for c in gate.regressions],
-        "accounting": info["accounting"], "judge_failure": judge_failure,
-        "canary": canary.to_dict() if canary else None, "trust": info.get("trust"),
-        "files": {"results": [f for f in RESULT_FILES if not f.startswith("report.")], "report_md": "report.md",
-                  "report_html": "report.html"},
-    }
-    doc = json_ready(doc)
-    from judge_eval.audit.report import headline
-
-    doc["headline"] = headline(doc)
+    doc = _document(
+        cfg, audit_id, started, info, verdict, code, notes,
+        baseline=baseline.describe() if baseline else None, family_size=gate.family_size, checks=gate.checks,
+        regressions=[{"run": c["run"], "metric": c["metric"]} for c in gate.regressions],
+        accounting=info["accounting"], judge_failure=judge_failure,
+        canary=canary.to_dict() if canary else None, trust=info.get("trust"),
+        files={"results": [f for f in RESULT_FILES if not f.startswith("report.")], "report_md": "report.md",
+               "report_html": "report.html"},
+    )
     # -- record, then write the folder
     history.record(doc, results.per_question, results.summary, canary.items if canary else ())
     trend = _trend_rows(history, doc, cfg.check)
@@ -237,12 +226,38 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
 
     def fill(tmp: Path) -> None:
         write_results(results, tmp)
-        (tmp / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                                        "utf-8")
+        _write_audit_json(tmp, doc)
         write_reports(doc, tmp, baseline_folder=base_folder, history=trend)
 
     write_folder(folder, AUDIT_FILES, fill, option="--out" if out is not None else "output.dir")
     return Audit(document=doc, results=results, folder=folder)
+
+
+def _document(cfg: AuditConfig, audit_id: str, started: datetime, info: dict[str, Any], verdict: str, code: int,
+              notes: list[str], *, baseline: dict[str, Any] | None, family_size: int,
+              **rest: Any) -> dict[str, Any]:
+    """``audit.json``: what every audit records (id, times, verdict, config, version, judge,
+    prompts, dataset, settings, baseline, gate), then ``rest`` in the order given; JSON-ready,
+    with its headline."""
+    from judge_eval.audit.report import headline
+
+    doc = json_ready({
+        "schema": SCHEMA, "id": audit_id, "started": _iso(started), "finished": _iso(_now()),
+        "verdict": verdict, "exit_code": int(code), "headline": [], "notes": notes,
+        "config": {"path": str(cfg.path), "hash": cfg.hash}, "package_version": package_version(),
+        "judge": info["judge"], "prompts": info["prompts"], "dataset": info["dataset"], "settings": info["settings"],
+        "baseline": baseline,
+        "gate": {"alpha": cfg.alpha, "n_perm": cfg.n_perm, "seed": cfg.seed, "correction": "holm",
+                 "family_size": family_size},
+        **rest,
+    })
+    doc["headline"] = headline(doc)
+    return doc
+
+
+def _write_audit_json(folder: Path, doc: dict[str, Any]) -> None:
+    (folder / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+                                       "utf-8")
 
 
 def _unreachable(cfg: AuditConfig, exc: JudgeUnavailableError, info: dict[str, Any], audit_id: str,
@@ -251,28 +266,20 @@ def _unreachable(cfg: AuditConfig, exc: JudgeUnavailableError, info: dict[str, A
     listening): recorded as ``judge_failed`` with no metric (so it is never a baseline, and
     ``history list`` shows the night it failed), its folder holding ``audit.json`` and a
     ``report.md`` that says why."""
-    from judge_eval.audit.report import headline, render_text
+    from judge_eval.audit.report import render_text
 
-    doc: dict[str, Any] = {
-        "schema": SCHEMA, "id": audit_id, "started": _iso(started), "finished": _iso(_now()),
-        "verdict": "judge_failed", "exit_code": int(ExitCode.JUDGE_FAILED), "headline": [],
-        "notes": ["nothing was scored: the judge refused the run or could not be reached"],
-        "config": {"path": str(cfg.path), "hash": cfg.hash}, "package_version": package_version(),
-        "judge": info["judge"], "prompts": info["prompts"], "dataset": info["dataset"], "settings": info["settings"],
-        "baseline": None,
-        "gate": {"alpha": cfg.alpha, "n_perm": cfg.n_perm, "seed": cfg.seed, "correction": "holm", "family_size": 0},
-        "checks": [], "regressions": [], "accounting": exc.accounting, "judge_failure": exc.message,
-        "judge_unavailable": exc.cause, "canary": None, "trust": None,
-        "files": {"results": [], "report_md": "report.md", "report_html": None},
-    }
-    doc = json_ready(doc)
-    doc["headline"] = headline(doc)
+    doc = _document(
+        cfg, audit_id, started, info, "judge_failed", ExitCode.JUDGE_FAILED,
+        ["nothing was scored: the judge refused the run or could not be reached"],
+        baseline=None, family_size=0, checks=[], regressions=[], accounting=exc.accounting,
+        judge_failure=exc.message, judge_unavailable=exc.cause, canary=None, trust=None,
+        files={"results": [], "report_md": "report.md", "report_html": None},
+    )
     empty = pd.DataFrame(columns=["run", "question_id"])
     history.record(doc, empty, pd.DataFrame(columns=["run", "measure", "mean", "ci_low", "ci_high", "n"]))
 
     def fill(tmp: Path) -> None:
-        (tmp / "audit.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                                        "utf-8")
+        _write_audit_json(tmp, doc)
         (tmp / "report.md").write_text(f"# Audit {audit_id}: judge failed\n\n```\n{render_text(doc)}\n```\n", "utf-8")
 
     write_folder(folder, AUDIT_FILES, fill, option=option)
