@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,7 +34,7 @@ from judge_eval.metrics.labelled import check_ks
 from judge_eval.metrics.missing import MissingReason
 from judge_eval.metrics.stats import aggregate
 from judge_eval.plan import Plan, plan_tasks
-from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings
+from judge_eval.results import DatasetInfo, JudgeInfo, Results, Settings, scored
 from judge_eval.run import Budget, Pricing, Runner, batch_specs, run_plan
 
 PathLike = str | os.PathLike
@@ -282,8 +282,7 @@ def evaluate(
     except KeyboardInterrupt:
         raise _interrupted(judge_obj) from None
     except JudgeUnavailableError as exc:  # say what was being scored (an audit records it)
-        exc.info = {"judge": asdict(judge_info), "prompts": dict(prompt_ids), "dataset": asdict(dataset_info),
-                    "settings": asdict(settings)}
+        exc.info = scored(judge_info, prompt_ids, dataset_info, settings)
         raise
     grid = VerdictGrid(ds, outcome, ks, joint)
 

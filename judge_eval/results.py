@@ -17,7 +17,7 @@ from judge_eval.run import Accounting, ErrorTolerance
 if TYPE_CHECKING:  # scipy comes with it: only runs with human labels pay for that import
     from judge_eval.metrics.trust import Trust
 
-__all__ = ["DatasetInfo", "JudgeInfo", "MissingReason", "Results", "Settings"]
+__all__ = ["DatasetInfo", "JudgeInfo", "MissingReason", "Results", "Settings", "scored"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,12 @@ class Settings:
     pricing: dict[str, Any] = field(default_factory=dict)
 
 
+def scored(judge: JudgeInfo, prompts: dict[str, str], dataset: DatasetInfo, settings: Settings) -> dict[str, Any]:
+    """What was scored and how, as JSON-ready dictionaries: the ``judge``, ``prompts``,
+    ``dataset`` and ``settings`` of ``summary.json`` (and of a judge failure before any result)."""
+    return {"judge": asdict(judge), "prompts": dict(prompts), "dataset": asdict(dataset), "settings": asdict(settings)}
+
+
 @dataclass
 class Results:
     """The result of an evaluation.
@@ -96,13 +102,8 @@ class Results:
     @property
     def info(self) -> dict[str, Any]:
         """The typed parts as JSON-ready dictionaries (the metadata of ``summary.json``)."""
-        info = {
-            "judge": asdict(self.judge),
-            "prompts": dict(self.prompts),
-            "dataset": asdict(self.dataset),
-            "settings": asdict(self.settings),
-            "accounting": self.accounting.as_dict(),
-        }
+        info = {**scored(self.judge, self.prompts, self.dataset, self.settings),
+                "accounting": self.accounting.as_dict()}
         if self.trust is not None:
             info["trust"] = self.trust.to_dict()
         return info
