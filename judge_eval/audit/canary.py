@@ -120,9 +120,13 @@ class CanaryResult:
     previous_audit: str | None = None
     changed: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def errors(self) -> int:
+        """Pairs that could not be judged (an error, or a budget reached first)."""
+        return sum(i["error"] is not None for i in self.items)
+
     def to_dict(self) -> dict[str, Any]:
-        judged = [i for i in self.items if i["error"] is None]
-        return {"pairs": len(self.items), "judged": len(judged), "errors": len(self.items) - len(judged),
+        return {"pairs": len(self.items), "judged": len(self.items) - self.errors, "errors": self.errors,
                 "calls": self.calls, "tokens": self.tokens, "cost_usd": self.cost_usd, "partial": self.partial,
                 "statistic": self.statistic, "value": self.value, "floor": self.floor,
                 "accuracy": self.accuracy, "cohen_kappa": self.cohen_kappa, "drift": self.drift,

@@ -200,8 +200,7 @@ def run_audit(config: str | os.PathLike[str] | AuditConfig, *, out: str | os.Pat
                      "only floors were checked")
     judge_failure = results.judge_failure(cfg.tolerance)
     if canary is not None and canary.partial:
-        cut = (f"a budget was reached during the canary: {sum(i['error'] is not None for i in canary.items)} of "
-               f"{len(canary.items)} pairs not judged")
+        cut = f"a budget was reached during the canary: {canary.errors} of {len(canary.items)} pairs not judged"
         judge_failure = f"{judge_failure}; {cut}" if judge_failure else cut
     if judge_failure or (canary is not None and canary.drift):
         verdict, code = "judge_failed", ExitCode.JUDGE_FAILED
