@@ -600,9 +600,6 @@ class ResponseCache:
             )
         return tables
 
-    #: ``BEGIN IMMEDIATE`` ... ``COMMIT`` / ``ROLLBACK`` (:func:`judge_eval.sqlite_tx.write_transaction`)
-    _transaction = staticmethod(write_transaction)
-
     @contextmanager
     def _locked(self) -> Iterator[sqlite3.Connection]:
         """The connection under the lock; any SQLite failure becomes a :class:`CacheError`."""
@@ -728,7 +725,7 @@ class ResponseCache:
             row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
             if not self._claim_free(row, now):
                 return False
-            with self._transaction(db):
+            with write_transaction(db):
                 # again under the write lock: the answer may have been stored since the look above
                 entry = self._lookup(db, key, since, accept)
                 row = db.execute("SELECT owner, expires FROM claims WHERE key = ?", (key,)).fetchone()
@@ -844,7 +841,7 @@ class ResponseCache:
             if key not in self._held:
                 db.execute(insert, row)
             else:
-                with self._transaction(db):
+                with write_transaction(db):
                     db.execute(insert, row)
                     db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
                 self._held.discard(key)
@@ -868,7 +865,7 @@ class ResponseCache:
                          canonical_json(e["response"]), int(usage.prompt_tokens), int(usage.completion_tokens),
                          _now()))
         with self._locked() as db:
-            with self._transaction(db):
+            with write_transaction(db):
                 db.executemany(
                     f"INSERT OR REPLACE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
                 )
@@ -1005,7 +1002,7 @@ class ResponseCache:
             rows.append((batch["id"], item["key"], item["identity"], item["prompt"], canonical_json(item["request"]),
                          canonical_json(item["inputs"]), canonical_json(item["body"]), "pending"))
         with self._locked() as db:
-            with self._transaction(db):
+            with write_transaction(db):
                 db.execute(
                     "INSERT INTO batches(id, kind, endpoint, identity, state, created, updated) "
                     "VALUES (?, ?, ?, ?, 'created', ?, ?)",
@@ -1067,7 +1064,7 @@ class ResponseCache:
     def set_item_states(self, batch_id: str, states: dict[str, str]) -> None:
         """Set the state (``answered``, ``failed``, ``pending``) of items of a batch, by key."""
         with self._locked() as db:
-            with self._transaction(db):
+            with write_transaction(db):
                 db.executemany("UPDATE batch_items SET state = ? WHERE batch = ? AND key = ?",
                                [(state, batch_id, key) for key, state in states.items()])
 
@@ -1173,7 +1170,7 @@ class ResponseCache:
             rows.append(self._validate_line(line, lineno, path))
         with self._locked() as db:
             before = db.total_changes
-            with self._transaction(db):
+            with write_transaction(db):
                 db.executemany(
                     f"INSERT OR IGNORE INTO responses({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
                 )

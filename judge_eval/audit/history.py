@@ -149,7 +149,7 @@ class History:
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             if not exists or self._needs_schema(db):
-                with self._transaction(db):
+                with write_transaction(db):
                     for stmt in _SCHEMA.split(";"):
                         if stmt.strip():
                             db.execute(stmt)
@@ -186,10 +186,6 @@ class History:
         if version is None or version[0] != SCHEMA_VERSION:
             raise HistoryError(f"has schema version {version[0] if version else '?'}, this judge-eval reads "
                                f"{SCHEMA_VERSION}; use a matching judge-eval or a new history file", path=self.path)
-
-    #: ``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` unless SQLite already rolled back (a full
-    #: disk, an I/O error): the transaction the response cache uses too
-    _transaction = staticmethod(write_transaction)
 
     @contextmanager
     def _read(self, doing: str) -> Iterator[sqlite3.Connection]:
@@ -237,7 +233,7 @@ class History:
                      json.dumps(doc, ensure_ascii=False, allow_nan=False))
         db = self._connect()
         try:
-            with self._transaction(db):
+            with write_transaction(db):
                 db.execute("INSERT INTO audits VALUES (" + ",".join("?" * 14) + ")", audit_row)
                 db.executemany("INSERT INTO run_metrics VALUES (?,?,?,?,?,?,?)", m_rows)
                 db.executemany("INSERT INTO question_values VALUES (?,?,?,?,?)", q_rows)
